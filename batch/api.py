@@ -1,0 +1,236 @@
+"""The JSON API under ``/v1`` (SPEC §4): authentication, the error envelope, the batch endpoints.
+
+Views authenticate, validate, call one runner function and return a schema. Every error,
+ours or django-ninja's, leaves through ``error_response`` as the one envelope.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from ninja import NinjaAPI, Query, Router
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
+from ninja.security import HttpBearer
+
+from batch import runner
+from batch.errors import Refused
+from batch.models import ApiKey, hash_key
+from batch.schemas import (
+    ErrorOut,
+    JobOut,
+    JobPage,
+    JobSummary,
+    SubmitIn,
+    SubmitOut,
+    TargetOut,
+    job_summary,
+    target_out,
+)
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_CODE = {
+    "invalid_request": 400,
+    "no_targets": 400,
+    "too_many_targets": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "already_finished": 409,
+    "too_large": 413,
+    "caller_busy": 429,
+    "jobs_busy": 503,
+    "batch_disabled": 503,
+    "internal": 500,
+}
+ERRORS = {code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 429, 503)}
+
+
+class BodyRefused(ValueError):
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _refuse_constant(name: str) -> Any:
+    raise BodyRefused(f"{name} is not valid JSON", "Send numbers as finite JSON numbers.")
+
+
+class StrictJsonParser(Parser):
+    """JSON as RFC 8259 says: an object, UTF-8 without a BOM, no NaN or Infinity."""
+
+    def parse_body(self, request: HttpRequest) -> dict[str, Any]:
+        content_type = request.content_type or ""
+        if content_type != "application/json" and not content_type.endswith("+json"):
+            raise BodyRefused(
+                f"content type {content_type or '(none)'!r} is not JSON",
+                "Send the body with Content-Type: application/json.",
+            )
+        body = request.body
+        if body.startswith(b"\xef\xbb\xbf"):
+            raise BodyRefused("the body starts with a byte order mark", "Send UTF-8 JSON without a BOM.")
+        try:
+            data = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+        except UnicodeDecodeError:
+            raise BodyRefused("the body is not UTF-8", "Encode the JSON body as UTF-8.") from None
+        except RecursionError:
+            raise BodyRefused("the JSON is nested too deeply", "Send a flat JSON object.") from None
+        except json.JSONDecodeError as exc:
+            raise BodyRefused(f"the body is not valid JSON: {exc}", "Check the JSON syntax.") from None
+        if not isinstance(data, dict):
+            raise BodyRefused("the body must be a JSON object", 'Send an object such as {"targets": [...]}.')
+        return data
+
+
+class KeyAuth(HttpBearer):
+    """``Authorization: Bearer <key>``: unknown key 401, revoked key 403 (SPEC §2)."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
+        api_key = ApiKey.objects.filter(key_sha256=hash_key(token)).first()
+        if api_key is None:
+            return None
+        if not api_key.active:
+            raise Refused("forbidden", "this API key has been revoked", "Ask an operator for a new key.")
+        _note_use(api_key)
+        return api_key
+
+
+def _note_use(api_key: ApiKey) -> None:
+    # At most one write a minute per key, so authentication does not turn every read into a write.
+    now = timezone.now()
+    if api_key.last_used_at is None or (now - api_key.last_used_at).total_seconds() > 60:
+        ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+
+
+class BatchAuth(KeyAuth):
+    def __call__(self, request: HttpRequest) -> ApiKey | None:
+        if not settings.SIFT_BATCH_ENABLED:
+            raise Refused("batch_disabled", "batch processing is disabled here", "Use /v1/fetch for single URLs.")
+        return super().__call__(request)
+
+
+api = NinjaAPI(
+    title="sift",
+    version="1",
+    description="Read the web for agents: clean Markdown, text, PDF pages, jq, grep and questions.",
+    parser=StrictJsonParser(),
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+    urls_namespace="v1",
+)
+
+
+def error_response(request: HttpRequest, exc: Refused) -> HttpResponse:
+    body: dict[str, Any] = {"error": exc.message, "code": exc.code, "hint": exc.hint}
+    if exc.retry_after is not None:
+        body["retry_after"] = exc.retry_after
+    if exc.details is not None:
+        body["details"] = exc.details
+    response = api.create_response(request, body, status=STATUS_BY_CODE[exc.code])
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+@api.exception_handler(Refused)
+def on_refused(request: HttpRequest, exc: Refused) -> HttpResponse:
+    return error_response(request, exc)
+
+
+@api.exception_handler(ValidationError)
+def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    details = [
+        {"field": ".".join(str(p) for p in e["loc"][1:] if p != "payload") or "body", "message": e["msg"]}
+        for e in exc.errors
+    ]
+    first = details[0]
+    return error_response(
+        request,
+        Refused(
+            "invalid_request",
+            f"{first['field']}: {first['message']}",
+            'Check the request against /v1/docs; a batch body is {"targets": ["https://..."]}.',
+            details=details,
+        ),
+    )
+
+
+@api.exception_handler(AuthenticationError)
+def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return error_response(
+        request,
+        Refused("unauthorized", "missing or unknown API key", "Send Authorization: Bearer <your key>."),
+    )
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    cause = exc.__cause__
+    if isinstance(cause, BodyRefused):
+        return error_response(request, Refused("invalid_request", str(cause), cause.hint))
+    code = {400: "invalid_request", 404: "not_found", 413: "too_large"}.get(exc.status_code, "invalid_request")
+    return error_response(request, Refused(code, str(exc), "Check the request against /v1/docs."))
+
+
+@api.exception_handler(Exception)
+def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    log.exception("unhandled error in %s %s", request.method, request.path)
+    return error_response(
+        request, Refused("internal", "internal error", "This is our bug; retry later or tell the operator.")
+    )
+
+
+batch_router = Router(auth=BatchAuth(), tags=["batch"])
+
+
+def _caller(request: HttpRequest) -> ApiKey:
+    caller: ApiKey = request.auth  # type: ignore[attr-defined]
+    return caller
+
+
+@batch_router.post("", response={200: SubmitOut, 202: SubmitOut, **ERRORS}, summary="Submit a batch job")
+def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn) -> tuple[int, dict[str, Any]]:
+    submitted = runner.submit(_caller(request), payload.targets)
+    if not submitted.reused:
+        response["Location"] = f"/v1/batch/{submitted.job.id}"
+    body = {**job_summary(submitted.job, _caller(request)), "reused": submitted.reused}
+    return (200 if submitted.reused else 202), body
+
+
+@batch_router.get("", response={200: JobPage, **ERRORS}, summary="List your jobs, newest first")
+def list_batches(
+    request: HttpRequest, limit: int = Query(20, ge=1, le=100), offset: int = Query(0, ge=0)
+) -> dict[str, Any]:
+    jobs, count = runner.list_jobs(_caller(request), limit=limit, offset=offset)
+    items = [job_summary(job, _caller(request)) for job in jobs]
+    return {"items": items, "count": count, "limit": limit, "offset": offset}
+
+
+@batch_router.get("/{job_id}", response={200: JobOut, **ERRORS}, summary="A job with its targets and results")
+def get_batch(
+    request: HttpRequest, job_id: str, wait: int = Query(0, ge=0, le=60), content: bool = True
+) -> dict[str, Any]:
+    job = runner.get_job(_caller(request), job_id, wait=wait)
+    targets = [target_out(t, content=content) for t in job.targets.order_by("idx")]
+    return {**job_summary(job, _caller(request)), "targets": targets}
+
+
+@batch_router.get(
+    "/{job_id}/targets/{idx}", response={200: TargetOut, **ERRORS}, summary="One target with its full result"
+)
+def get_batch_target(request: HttpRequest, job_id: str, idx: int) -> dict[str, Any]:
+    return target_out(runner.get_target(_caller(request), job_id, idx))
+
+
+@batch_router.delete("/{job_id}", response={200: JobSummary, **ERRORS}, summary="Cancel a live job")
+def cancel_batch(request: HttpRequest, job_id: str) -> dict[str, Any]:
+    return job_summary(runner.cancel_for_caller(_caller(request), job_id), _caller(request))
+
+
+api.add_router("/batch", batch_router)

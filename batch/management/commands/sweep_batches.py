@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from batch import runner
+
+
+class Command(BaseCommand):
+    help = "Delete jobs whose lease is older than SIFT_BATCH_TTL, with their targets (SPEC §3.6)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.stdout.write(f"sweep: {runner.sweep_expired_jobs()}")

@@ -1,0 +1,221 @@
+"""Callers, jobs and targets (SPEC §2, §3.1).
+
+The database constraints make impossible states impossible: a status outside its set, two
+targets at one index, counters that disagree, a finished job without ``finished_at``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime, timedelta
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+
+def new_job_id() -> str:
+    return secrets.token_hex(16)
+
+
+def hash_key(raw_key: str) -> str:
+    return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+class CallerClass(models.TextChoices):
+    FLEET = "fleet"
+    RESTRICTED = "restricted"
+
+
+class ApiKey(models.Model):
+    """A caller. Only the SHA-256 of its key is stored; the key is shown once, at creation."""
+
+    name = models.CharField(max_length=100, unique=True)
+    workspace = models.CharField(max_length=100, blank=True, default="")
+    caller_class = models.CharField(max_length=16, choices=CallerClass.choices, default=CallerClass.FLEET)
+    key_sha256 = models.CharField(max_length=64, unique=True, editable=False)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        verbose_name = "API key"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(caller_class__in=CallerClass.values), name="apikey_caller_class_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def issue(cls, name: str, *, workspace: str = "", caller_class: str = CallerClass.FLEET) -> tuple[ApiKey, str]:
+        """Create a caller and return it with its key, which is never stored."""
+        raw_key = "sk_" + secrets.token_urlsafe(32)
+        api_key = cls.objects.create(
+            name=name, workspace=workspace, caller_class=caller_class, key_sha256=hash_key(raw_key)
+        )
+        return api_key, raw_key
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+LIVE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
+FINISHED_STATUSES = (JobStatus.DONE, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED)
+# A job with one of these statuses answers a repeated submit (SPEC §3.2 step 3).
+REUSABLE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE, JobStatus.PARTIAL)
+
+
+class TargetStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Outcome(models.TextChoices):
+    """Why a target failed (SPEC §5.8); a successful target has none."""
+
+    INVALID_REQUEST = "invalid_request"
+    BLOCKED = "blocked"
+    UNSUPPORTED = "unsupported"
+    TOO_LONG = "too_long"
+    BUSY = "busy"
+    UPSTREAM_4XX = "upstream_4xx"
+    UPSTREAM_5XX = "upstream_5xx"
+    TIMEOUT = "timeout"
+    FILTER_TIMEOUT = "filter_timeout"
+    WORKER_LOST = "worker_lost"
+    INTERNAL = "internal"
+
+
+class SubmitLock(models.Model):
+    """One row, locked by every submit after the caller's row, to serialise ``JOBS_TOTAL``."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="submitlock_single_row")]
+
+
+class BatchJob(models.Model):
+    id = models.CharField(max_length=32, primary_key=True, default=new_job_id, editable=False)
+    caller = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="jobs")
+    caller_class = models.CharField(max_length=16, choices=CallerClass.choices)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    error = models.TextField(blank=True, default="")
+    targets_total = models.PositiveIntegerField()
+    targets_done = models.PositiveIntegerField(default=0)
+    targets_failed = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    lease = models.DateTimeField()
+    n_bytes = models.BigIntegerField(default=0)
+    idem_key = models.CharField(max_length=64)
+    # When a worker last took a target of this job: the round-robin turn (SPEC §3.4).
+    served_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "batch job"
+        indexes = [
+            models.Index(fields=["caller", "status"], name="job_caller_status"),
+            models.Index(fields=["caller", "idem_key"], name="job_caller_idem"),
+            models.Index(fields=["caller", "-created_at"], name="job_caller_newest"),
+            models.Index(fields=["status", "created_at"], name="job_status_created"),
+            models.Index(fields=["lease"], name="job_lease"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="job_status_valid"),
+            models.CheckConstraint(condition=Q(caller_class__in=CallerClass.values), name="job_caller_class_valid"),
+            models.CheckConstraint(
+                condition=Q(targets_failed__lte=F("targets_done"), targets_done__lte=F("targets_total")),
+                name="job_counters_consistent",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=LIVE_STATUSES, finished_at__isnull=True)
+                | Q(status__in=FINISHED_STATUSES, finished_at__isnull=False),
+                name="job_finished_at_iff_finished",
+            ),
+            models.CheckConstraint(condition=Q(n_bytes__gte=0), name="job_n_bytes_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id
+
+    @property
+    def expires_at(self) -> datetime:
+        return self.lease + timedelta(seconds=settings.SIFT_BATCH_TTL)
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in LIVE_STATUSES
+
+
+class BatchTarget(models.Model):
+    job = models.ForeignKey(BatchJob, on_delete=models.CASCADE, related_name="targets")
+    idx = models.PositiveIntegerField()
+    url = models.TextField()
+    options = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=TargetStatus.choices, default=TargetStatus.PENDING)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    hint = models.TextField(blank=True, default="")
+    outcome = models.CharField(max_length=32, choices=Outcome.choices, null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    n_bytes = models.BigIntegerField(default=0)
+    # Scheduling state (SPEC §3.4): a busy target waits until ``not_before``; a claimed one
+    # belongs to its worker until ``lease_until``; ``busy_since`` starts the RETRY_FOR clock.
+    not_before = models.DateTimeField(null=True, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    busy_since = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "batch target"
+        ordering = ["job", "idx"]
+        indexes = [
+            models.Index(fields=["job", "status", "idx"], name="target_job_status_idx"),
+            models.Index(fields=["status", "lease_until"], name="target_status_lease"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "idx"], name="target_one_per_job_idx"),
+            models.CheckConstraint(condition=Q(status__in=TargetStatus.values), name="target_status_valid"),
+            models.CheckConstraint(
+                condition=Q(outcome__isnull=True) | Q(outcome__in=Outcome.values), name="target_outcome_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=TargetStatus.DONE) | Q(result__isnull=False, outcome__isnull=True),
+                name="target_done_has_result",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=TargetStatus.FAILED) | Q(outcome__isnull=False),
+                name="target_failed_has_outcome",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status=TargetStatus.RUNNING) | Q(lease_until__isnull=False),
+                name="target_running_has_lease",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.idx}"
+
+
+class ClusterHeartbeat(models.Model):
+    """Written by every live cluster worker process; ``/healthz`` reads it (SPEC §4)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    seen_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,257 @@
+"""The job lifecycle: submit, read, cancel, sweep and evict (SPEC §3).
+
+Nothing here knows about HTTP or the fetch pipeline. Every state change is a conditional
+UPDATE or happens under row locks inside a short transaction, so concurrent web and worker
+processes never decide on a stale read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet, Sum
+from django.utils import timezone
+
+from batch.errors import Refused
+from batch.models import (
+    FINISHED_STATUSES,
+    LIVE_STATUSES,
+    REUSABLE_STATUSES,
+    ApiKey,
+    BatchJob,
+    BatchTarget,
+    JobStatus,
+    SubmitLock,
+)
+from batch.targets import InvalidTarget, Target, idempotency_key, parse_targets
+
+log = logging.getLogger(__name__)
+
+# How long an agent refused for capacity should wait before asking again.
+BUSY_RETRY_AFTER = 5
+WAIT_POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job: BatchJob
+    reused: bool
+
+
+@dataclass(frozen=True)
+class Removed:
+    jobs: int = 0
+    targets: int = 0
+    bytes: int = 0
+
+    def __str__(self) -> str:
+        return f"removed {self.jobs} jobs, {self.targets} targets, {self.bytes} bytes"
+
+
+def _ttl() -> timedelta:
+    return timedelta(seconds=settings.SIFT_BATCH_TTL)
+
+
+def validate_targets(raw_targets: list[object]) -> list[Target]:
+    """SPEC §3.2 steps 1 and 2: refuse an empty or invalid submission before touching the database."""
+    if not raw_targets:
+        raise Refused("no_targets", "the submission has no targets", 'Send {"targets": ["https://..."]}.')
+    try:
+        return parse_targets(raw_targets)
+    except InvalidTarget as exc:
+        raise Refused(
+            "invalid_request",
+            f"{exc.field}: {exc.message}",
+            exc.hint,
+            details=[{"index": exc.index, "field": exc.field, "message": exc.message}],
+        ) from None
+
+
+def submit(caller: ApiKey, raw_targets: list[object]) -> Submitted:
+    """Store a job for ``caller``, or answer the live twin it already has (SPEC §3.2, §3.3)."""
+    targets = validate_targets(raw_targets)
+    idem_key = idempotency_key(caller.name, targets)
+    with transaction.atomic():
+        # Locks are always taken in the same order, caller row then the global row, so two
+        # submits can never wait on each other in a cycle.
+        ApiKey.objects.select_for_update().filter(pk=caller.pk).first()
+        now = timezone.now()
+        twin = _reusable_job(caller, idem_key, now)
+        if twin is not None:
+            return Submitted(twin, reused=True)
+        _check_caps(caller, len(targets), now)
+        job = BatchJob.objects.create(
+            caller=caller,
+            caller_class=caller.caller_class,
+            targets_total=len(targets),
+            created_at=now,
+            lease=now,
+            idem_key=idem_key,
+        )
+        BatchTarget.objects.bulk_create(
+            BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict()) for i, t in enumerate(targets)
+        )
+    log.info("job %s submitted caller=%s targets=%d", job.id, caller.name, len(targets))
+    sweep_expired_jobs()
+    return Submitted(job, reused=False)
+
+
+def _reusable_job(caller: ApiKey, idem_key: str, now: datetime) -> BatchJob | None:
+    twin = (
+        BatchJob.objects.filter(
+            caller=caller, idem_key=idem_key, status__in=REUSABLE_STATUSES, created_at__gte=now - _ttl()
+        )
+        .order_by("-created_at")
+        .first()
+    )
+    if twin is not None:
+        touch(twin, now)
+    return twin
+
+
+def _live_jobs(now: datetime) -> QuerySet[BatchJob]:
+    # A live job past its lease is as good as swept: it must not hold a cap.
+    return BatchJob.objects.filter(status__in=LIVE_STATUSES, lease__gte=now - _ttl())
+
+
+def _check_caps(caller: ApiKey, n_targets: int, now: datetime) -> None:
+    if n_targets > settings.SIFT_BATCH_TARGETS_PER_JOB:
+        raise Refused(
+            "too_many_targets",
+            f"{n_targets} targets is more than the {settings.SIFT_BATCH_TARGETS_PER_JOB} a job may hold",
+            f"Split the targets into jobs of at most {settings.SIFT_BATCH_TARGETS_PER_JOB}.",
+        )
+    if _live_jobs(now).filter(caller=caller).count() >= settings.SIFT_BATCH_JOBS_PER_CALLER:
+        raise Refused(
+            "caller_busy",
+            f"you already have {settings.SIFT_BATCH_JOBS_PER_CALLER} live job(s)",
+            "Wait for your running job to finish (GET /v1/batch/{id}?wait=30) or cancel it, then submit again.",
+            retry_after=BUSY_RETRY_AFTER,
+        )
+    _lock_submit_row()
+    if _live_jobs(now).count() >= settings.SIFT_BATCH_JOBS_TOTAL:
+        raise Refused(
+            "jobs_busy",
+            "the service is running as many jobs as it may",
+            "Submit again after Retry-After seconds.",
+            retry_after=BUSY_RETRY_AFTER,
+        )
+
+
+def _lock_submit_row() -> None:
+    if SubmitLock.objects.select_for_update().filter(pk=1).first() is None:
+        # The row is made by a migration; a flushed test database may have lost it.
+        SubmitLock.objects.bulk_create([SubmitLock(pk=1)], ignore_conflicts=True)
+        SubmitLock.objects.select_for_update().get(pk=1)
+
+
+def get_job(caller: ApiKey, job_id: str, *, wait: float = 0) -> BatchJob:
+    """The caller's job, touched; another caller's job is as unknown as a missing one (SPEC §2).
+
+    With ``wait``, hold on until the job has finished or ``wait`` seconds have passed.
+    """
+    job = BatchJob.objects.filter(pk=job_id, caller=caller).first()
+    if job is None:
+        raise Refused("not_found", f"no job {job_id}", "Check the job id; jobs are deleted after their TTL.")
+    touch(job)
+    deadline = time.monotonic() + wait
+    while job.is_live and time.monotonic() < deadline:
+        time.sleep(min(WAIT_POLL_SECONDS, max(deadline - time.monotonic(), 0)))
+        job = BatchJob.objects.filter(pk=job_id).first() or job
+    return job
+
+
+def get_target(caller: ApiKey, job_id: str, idx: int) -> BatchTarget:
+    target = get_job(caller, job_id).targets.filter(idx=idx).first()
+    if target is None:
+        raise Refused("not_found", f"job {job_id} has no target {idx}", "Targets are numbered from 0.")
+    return target
+
+
+def touch(job: BatchJob, now: datetime | None = None) -> None:
+    """Bump the lease: a job its owner reads stays alive for another TTL (SPEC §3.6)."""
+    job.lease = now or timezone.now()
+    BatchJob.objects.filter(pk=job.pk).update(lease=job.lease)
+
+
+def list_jobs(caller: ApiKey, *, limit: int, offset: int) -> tuple[list[BatchJob], int]:
+    jobs = list(BatchJob.objects.filter(caller=caller).order_by("-created_at", "-pk")[offset : offset + limit])
+    now = timezone.now()
+    BatchJob.objects.filter(pk__in=[j.pk for j in jobs]).update(lease=now)
+    for job in jobs:
+        job.lease = now
+    return jobs, BatchJob.objects.filter(caller=caller).count()
+
+
+def cancel(job: BatchJob) -> bool:
+    """Cancel a live job at once; ``False`` when it had already finished (SPEC §3.5).
+
+    Pending targets stay pending and are never claimed; a target in flight finishes and its
+    result is stored without changing ``cancelled``.
+    """
+    now = timezone.now()
+    changed = BatchJob.objects.filter(pk=job.pk, status__in=LIVE_STATUSES).update(
+        status=JobStatus.CANCELLED, finished_at=now, lease=now
+    )
+    job.refresh_from_db()
+    if changed:
+        log.info("job %s cancelled caller_id=%s done=%d/%d", job.id, job.caller_id, job.targets_done, job.targets_total)
+    return bool(changed)
+
+
+def cancel_for_caller(caller: ApiKey, job_id: str) -> BatchJob:
+    job = get_job(caller, job_id)
+    if not cancel(job):
+        raise Refused(
+            "already_finished",
+            f"job {job.id} is already {job.status}",
+            "Nothing to cancel; read its results with GET /v1/batch/{id}.",
+        )
+    return job
+
+
+def _delete_jobs(jobs: QuerySet[BatchJob]) -> Removed:
+    with transaction.atomic():
+        n_bytes = jobs.aggregate(total=Sum("n_bytes"))["total"] or 0
+        _, per_model = jobs.delete()
+    return Removed(
+        jobs=per_model.get(BatchJob._meta.label, 0),
+        targets=per_model.get(BatchTarget._meta.label, 0),
+        bytes=n_bytes,
+    )
+
+
+def sweep_expired_jobs(now: datetime | None = None) -> Removed:
+    """Delete every job whose lease is older than TTL, with its targets (SPEC §3.6)."""
+    cutoff = (now or timezone.now()) - _ttl()
+    removed = _delete_jobs(BatchJob.objects.filter(lease__lt=cutoff))
+    if removed.jobs:
+        log.info("sweep %s", removed)
+    return removed
+
+
+def evict_oldest(max_bytes: int | None = None) -> Removed:
+    """Delete the oldest finished jobs until stored result bytes fit ``max_bytes`` (SPEC §3.6).
+
+    Live jobs are never evicted, even when they alone are over the budget.
+    """
+    budget = settings.SIFT_BATCH_MAX_BYTES if max_bytes is None else max_bytes
+    excess = (BatchJob.objects.aggregate(total=Sum("n_bytes"))["total"] or 0) - budget
+    if excess <= 0:
+        return Removed()
+    victims = []
+    finished = BatchJob.objects.filter(status__in=FINISHED_STATUSES).order_by("finished_at", "created_at")
+    for job_id, n_bytes in finished.values_list("pk", "n_bytes").iterator(chunk_size=500):
+        if excess <= 0:
+            break
+        victims.append(job_id)
+        excess -= n_bytes
+    removed = _delete_jobs(BatchJob.objects.filter(pk__in=victims))
+    if removed.jobs:
+        log.info("evict %s", removed)
+    return removed

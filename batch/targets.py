@@ -1,0 +1,220 @@
+"""What a target is: a URL and its options (SPEC §3.1), parsed, validated and normalised.
+
+This is the one place a target is validated, for batch submissions and for ``/v1/fetch``
+alike. It knows nothing about jobs, HTTP or the fetch pipeline; it only makes sure that
+whatever reaches them is well formed, so that bad input is refused before anything is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import jq
+import re2
+
+MAX_URL_CHARS = 2048
+MAX_PATTERN_CHARS = 1000
+MAX_JQ_CHARS = 4000
+MAX_QUESTION_CHARS = 2000
+MODES = ("markdown", "text", "raw")
+_PAGES = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$")
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+
+
+class InvalidTarget(ValueError):
+    """A target that cannot be accepted; ``field`` names the offending part."""
+
+    def __init__(self, field: str, message: str, hint: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.hint = hint
+        self.index = index
+
+    def at(self, index: int) -> InvalidTarget:
+        return InvalidTarget(f"targets[{index}].{self.field}", self.message, self.hint, index)
+
+
+PageRange = tuple[int, int | None]
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    mode: str = "markdown"
+    question: str | None = None
+    pages: str | None = None
+    grep: str | None = None
+    jq: str | None = None
+    context: bool | None = None
+    recover: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options that differ from their defaults, which is the canonical form."""
+        defaults = asdict(TargetOptions())
+        return {k: v for k, v in asdict(self).items() if v != defaults[k]}
+
+    @property
+    def page_ranges(self) -> tuple[PageRange, ...] | None:
+        return parse_pages(self.pages) if self.pages is not None else None
+
+    @property
+    def wants_context(self) -> bool:
+        return self.context if self.context is not None else self.question is not None
+
+    @property
+    def narrowed(self) -> bool:
+        return any(v is not None for v in (self.pages, self.grep, self.jq, self.question))
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    options: TargetOptions = field(default_factory=TargetOptions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "options": self.options.to_dict()}
+
+
+def parse_pages(spec: str) -> tuple[PageRange, ...]:
+    """``"1-3,7,10-"`` → ``((1, 3), (7, 7), (10, None))``; 1-based, ends inclusive."""
+    ranges: list[PageRange] = []
+    for part in spec.split(","):
+        match = _PAGES.match(part)
+        if not match:
+            raise InvalidTarget(
+                "options.pages",
+                f"cannot read page range {part.strip()!r}",
+                'Write pages like "1-3,7,10-": numbers from 1, ranges with a dash.',
+            )
+        start = int(match[1])
+        end = None if match[2] and match[3] is None else int(match[3] or match[1])
+        if start < 1 or (end is not None and end < start):
+            raise InvalidTarget(
+                "options.pages",
+                f"page range {part.strip()!r} is empty or starts before page 1",
+                "Pages are numbered from 1 and a range must not run backwards.",
+            )
+        ranges.append((start, end))
+    return tuple(ranges)
+
+
+def _optional_str(options: dict[str, Any], name: str, limit: int) -> str | None:
+    value = options.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidTarget(f"options.{name}", f"{name} must be a non-empty string", f"Send {name} as a string, or leave it out.")
+    if len(value) > limit or "\x00" in value:
+        raise InvalidTarget(
+            f"options.{name}",
+            f"{name} is longer than {limit} characters or holds a NUL byte",
+            f"Shorten {name} to at most {limit} characters.",
+        )
+    return value
+
+
+def _compile_checks(grep: str | None, program: str | None) -> None:
+    if grep is not None:
+        options = re2.Options()
+        options.log_errors = False
+        try:
+            re2.compile(grep, options=options)
+        except re2.error as exc:
+            raise InvalidTarget("options.grep", f"grep does not compile: {exc}", "Use RE2 syntax (no backreferences or lookaround).") from None
+    if program is not None:
+        try:
+            jq.compile(program)
+        except ValueError as exc:
+            first_line = str(exc).splitlines()[0]
+            raise InvalidTarget("options.jq", f"jq does not compile: {first_line}", "Check the jq program, for example '.items[0].name'.") from None
+
+
+def parse_options(raw: object) -> TargetOptions:
+    if raw is None:
+        return TargetOptions()
+    if not isinstance(raw, dict):
+        raise InvalidTarget("options", "options must be an object", 'Send options as an object, e.g. {"mode": "text"}.')
+    unknown = sorted(set(raw) - set(TargetOptions.__dataclass_fields__))
+    if unknown:
+        raise InvalidTarget(
+            f"options.{unknown[0]}",
+            f"unknown option {unknown[0]!r}",
+            "Known options: " + ", ".join(TargetOptions.__dataclass_fields__) + ".",
+        )
+    mode = raw.get("mode", "markdown")
+    if mode not in MODES:
+        raise InvalidTarget("options.mode", f"unknown mode {mode!r}", "Use one of: markdown, text, raw.")
+    for name in ("context", "recover"):
+        if raw.get(name) is not None and not isinstance(raw[name], bool):
+            raise InvalidTarget(f"options.{name}", f"{name} must be true or false", f"Send {name} as a JSON boolean.")
+    options = TargetOptions(
+        mode=mode,
+        question=_optional_str(raw, "question", MAX_QUESTION_CHARS),
+        pages=_optional_str(raw, "pages", 200),
+        grep=_optional_str(raw, "grep", MAX_PATTERN_CHARS),
+        jq=_optional_str(raw, "jq", MAX_JQ_CHARS),
+        context=raw.get("context"),
+        recover=bool(raw.get("recover", False)),
+    )
+    if options.pages is not None:
+        parse_pages(options.pages)
+    _compile_checks(options.grep, options.jq)
+    return options
+
+
+def normalise_url(raw: object) -> str:
+    """Refuse what is not a plain http(s) URL; lower-case the scheme and host."""
+    hint = "Send an absolute http:// or https:// URL without user name or password."
+    if not isinstance(raw, str) or not raw:
+        raise InvalidTarget("url", "url must be a non-empty string", hint)
+    if len(raw) > MAX_URL_CHARS:
+        raise InvalidTarget("url", f"url is longer than {MAX_URL_CHARS} characters", "Shorten the URL.")
+    if _CONTROL.search(raw):
+        raise InvalidTarget("url", "url holds spaces or control characters", "Percent-encode spaces and control characters.")
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidTarget("url", f"url cannot be parsed: {exc}", hint) from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise InvalidTarget("url", f"scheme {parts.scheme or '(none)'!r} is not allowed", hint)
+    if parts.username is not None or parts.password is not None:
+        raise InvalidTarget("url", "url carries credentials", hint)
+    if not parts.hostname:
+        raise InvalidTarget("url", "url has no host", hint)
+    if port is not None and port == 0:
+        raise InvalidTarget("url", "url has port 0", hint)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path, parts.query, parts.fragment))
+
+
+def parse_target(raw: object) -> Target:
+    """A bare string or ``{"url": ..., "options": {...}}``."""
+    if isinstance(raw, str):
+        return Target(normalise_url(raw))
+    if not isinstance(raw, dict):
+        raise InvalidTarget("url", "a target must be a URL string or an object", 'Send "https://..." or {"url": "https://...", "options": {}}.')
+    unknown = sorted(set(raw) - {"url", "options"})
+    if unknown:
+        raise InvalidTarget(unknown[0], f"unknown field {unknown[0]!r}", 'A target has only "url" and "options".')
+    return Target(normalise_url(raw.get("url")), parse_options(raw.get("options")))
+
+
+def parse_targets(raw: list[object]) -> list[Target]:
+    targets = []
+    for index, item in enumerate(raw):
+        try:
+            targets.append(parse_target(item))
+        except InvalidTarget as exc:
+            raise exc.at(index) from None
+    return targets
+
+
+def idempotency_key(caller_name: str, targets: list[Target]) -> str:
+    """SPEC §3.2: SHA-256 of caller name, NUL, and the canonical JSON of the targets."""
+    canonical = json.dumps([t.to_dict() for t in targets], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{caller_name}\x00{canonical}".encode()).hexdigest()

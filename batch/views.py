@@ -1,0 +1,50 @@
+"""Plain Django views: the health check and JSON error pages for API paths."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import DatabaseError, connection
+from django.db.models import Max
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views import defaults
+from django.views.decorators.http import require_GET
+
+from batch.models import ClusterHeartbeat
+
+CLUSTER_STALE_AFTER = timedelta(minutes=1)
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        seen = ClusterHeartbeat.objects.aggregate(seen=Max("seen_at"))["seen"]
+    except DatabaseError:
+        return JsonResponse({"db": "down", "cluster": "unknown"}, status=503)
+    fresh = seen is not None and timezone.now() - seen < CLUSTER_STALE_AFTER
+    return JsonResponse({"db": "ok", "cluster": "ok" if fresh else "stale"})
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return request.path.startswith(("/v1/", "/healthz", "/metrics"))
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _wants_json(request):
+        return JsonResponse(
+            {"error": f"no endpoint {request.path}", "code": "not_found", "hint": "See /v1/docs for the endpoints."},
+            status=404,
+        )
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _wants_json(request):
+        return JsonResponse(
+            {"error": "internal error", "code": "internal", "hint": "This is our bug; retry later or tell the operator."},
+            status=500,
+        )
+    return defaults.server_error(request)

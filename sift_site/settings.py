@@ -1,0 +1,186 @@
+"""Settings for sift, read from the environment (SPEC §7) and nowhere else.
+
+With no environment at all the service runs on an embedded SQLite database.
+Every ``SIFT_*`` value is parsed by a typed reader that refuses malformed input.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import dj_database_url
+
+from sift_site.env import (
+    env_bool,
+    env_bytes,
+    env_duration,
+    env_int,
+    env_list,
+    env_networks,
+    env_ports,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# --- Django ---------------------------------------------------------------------------------
+
+SECRET_KEY = env_str("SECRET_KEY", "django-insecure-sift-development-key-set-SECRET_KEY-in-production")
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_prometheus",
+    "django_q",
+    "ninja",
+    "batch",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "batch.middleware.RequestSizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "sift_site.urls"
+WSGI_APPLICATION = "sift_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL", "")
+if DATABASE_URL:
+    _database = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+else:
+    _database = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": BASE_DIR / "db.sqlite3",
+    }
+if _database["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE makes every transaction take the write lock at BEGIN, so the caps of
+    # SPEC §3.3 are serialised on SQLite the way row locks serialise them on PostgreSQL.
+    _database["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # A file, not memory, so that a qcluster subprocess in the end-to-end tests sees the same
+    # database; one per process, so that parallel test runs never share it.
+    _database["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"sift-test-{os.getpid()}.sqlite3")}
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# Requests over 128 KiB are refused with 413 before Django reads them (SPEC §4).
+SIFT_MAX_REQUEST_BYTES = 128 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = SIFT_MAX_REQUEST_BYTES
+
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+# --- sift: batch jobs (SPEC §3) --------------------------------------------------------------
+
+SIFT_BATCH_ENABLED = env_bool("SIFT_BATCH_ENABLED", True)
+SIFT_BATCH_TTL = env_duration("SIFT_BATCH_TTL", "24h")
+SIFT_BATCH_TARGETS_PER_JOB = env_int("SIFT_BATCH_TARGETS_PER_JOB", 32, minimum=1)
+SIFT_BATCH_JOBS_PER_CALLER = env_int("SIFT_BATCH_JOBS_PER_CALLER", 1, minimum=1)
+SIFT_BATCH_JOBS_TOTAL = env_int("SIFT_BATCH_JOBS_TOTAL", 8, minimum=1)
+# More than two concurrent targets is never allowed (SPEC §3.4): clamp, don't refuse.
+SIFT_BATCH_WORKERS = min(env_int("SIFT_BATCH_WORKERS", 1, minimum=1), 2)
+SIFT_BATCH_MAX_BYTES = env_bytes("SIFT_BATCH_MAX_BYTES", "64MiB")
+SIFT_BATCH_RETRY_WAIT = env_duration("SIFT_BATCH_RETRY_WAIT", "2s")
+SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
+
+# --- sift: fetch pipeline (SPEC §5) ----------------------------------------------------------
+
+SIFT_FETCH_SLOTS = env_int("SIFT_FETCH_SLOTS", 8, minimum=1)
+SIFT_FETCH_TIMEOUT = env_duration("SIFT_FETCH_TIMEOUT", "30s")
+SIFT_FETCH_CONNECT_TIMEOUT = env_duration("SIFT_FETCH_CONNECT_TIMEOUT", "10s")
+SIFT_FETCH_MAX_BYTES = env_bytes("SIFT_FETCH_MAX_BYTES", "20MiB")
+SIFT_FETCH_MAX_CHARS = env_int("SIFT_FETCH_MAX_CHARS", 400_000, minimum=1)
+SIFT_FETCH_ALLOW_CIDRS = env_networks("SIFT_FETCH_ALLOW_CIDRS")
+SIFT_FETCH_ALLOW_PORTS = env_ports("SIFT_FETCH_ALLOW_PORTS", "80,443,8080,8443")
+SIFT_CACHE_TTL = env_duration("SIFT_CACHE_TTL", "15m")
+SIFT_CACHE_MAX_BYTES = env_bytes("SIFT_CACHE_MAX_BYTES", "256MiB")
+
+# --- logging --------------------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "line"},
+    },
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
+
+# --- the django-q2 cluster (SPEC §3.4) -------------------------------------------------------
+
+# A worker task drains targets for at most SIFT_BATCH_DRAIN_SECONDS, then hands over to a fresh
+# task, so django-q2's ``timeout`` (which kills the worker) never lands in the middle of a fetch.
+SIFT_BATCH_DRAIN_SECONDS = env_duration("SIFT_BATCH_DRAIN_SECONDS", "120s")
+_task_timeout = int(SIFT_BATCH_DRAIN_SECONDS + 2 * SIFT_FETCH_TIMEOUT + 60)
+Q_CLUSTER = {
+    "name": "sift",
+    "orm": "default",
+    "workers": SIFT_BATCH_WORKERS,
+    "timeout": _task_timeout,
+    # Greater than timeout, or django-q2 would hand a task to a second worker while the first runs.
+    "retry": _task_timeout + 60,
+    "ack_failures": True,
+    "catch_up": False,
+    "poll": 0.1,
+    "save_limit": 200,
+    "queue_limit": 4,
+    "label": "Cluster tasks",
+}

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+from batch.api import api
+from batch.views import healthz
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("v1/", api.urls),
+    path("healthz", healthz, name="healthz"),
+    path("", include("django_prometheus.urls")),
+]
+
+handler404 = "batch.views.not_found"
+handler500 = "batch.views.server_error"

@@ -1,0 +1,47 @@
+"""Fixtures shared by the whole suite: callers with keys, and an authenticated API client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from batch.models import ApiKey
+
+
+class ApiClient:
+    """A Django test client that sends one caller's bearer key and JSON bodies."""
+
+    def __init__(self, raw_key: str | None) -> None:
+        self.client = Client()
+        self.headers = {"Authorization": f"Bearer {raw_key}"} if raw_key else {}
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.client.get(path, params, headers=self.headers)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self.client.post(path, body, content_type="application/json", headers=self.headers)
+
+    def delete(self, path: str) -> Any:
+        return self.client.delete(path, headers=self.headers)
+
+
+MakeCaller = Callable[..., tuple[ApiKey, ApiClient]]
+
+
+@pytest.fixture
+def make_caller(db: None) -> MakeCaller:
+    """``make_caller("name", caller_class="restricted")`` → (ApiKey, ApiClient for that key)."""
+
+    def make(name: str = "agent", *, caller_class: str = "fleet", workspace: str = "") -> tuple[ApiKey, ApiClient]:
+        api_key, raw_key = ApiKey.issue(name, workspace=workspace, caller_class=caller_class)
+        return api_key, ApiClient(raw_key)
+
+    return make
+
+
+@pytest.fixture
+def agent(make_caller: MakeCaller) -> tuple[ApiKey, ApiClient]:
+    return make_caller("agent")
