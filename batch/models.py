@@ -126,6 +126,7 @@ class BatchJob(models.Model):
 
     class Meta:
         verbose_name = "batch job"
+        permissions = [("cancel_batchjob", "Can cancel batch jobs")]
         indexes = [
             models.Index(fields=["caller", "status"], name="job_caller_status"),
             models.Index(fields=["caller", "idem_key"], name="job_caller_idem"),
