@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import NinjaAPI, Query, Router
+from ninja import NinjaAPI, Query, Router, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
@@ -49,7 +49,7 @@ STATUS_BY_CODE = {
     "batch_disabled": 503,
     "internal": 500,
 }
-ERRORS = {code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 429, 503)}
+ERRORS = dict.fromkeys((400, 401, 403, 404, 409, 413, 429, 503), ErrorOut)
 
 
 class BodyRefused(ValueError):
@@ -111,7 +111,9 @@ def _note_use(api_key: ApiKey) -> None:
 class BatchAuth(KeyAuth):
     def __call__(self, request: HttpRequest) -> ApiKey | None:
         if not settings.SIFT_BATCH_ENABLED:
-            raise Refused("batch_disabled", "batch processing is disabled here", "Use /v1/fetch for single URLs.")
+            raise Refused(
+                "batch_disabled", "batch processing is disabled here", "Use /v1/fetch for single URLs."
+            )
         return super().__call__(request)
 
 
@@ -174,7 +176,9 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     cause = exc.__cause__
     if isinstance(cause, BodyRefused):
         return error_response(request, Refused("invalid_request", str(cause), cause.hint))
-    code = {400: "invalid_request", 404: "not_found", 413: "too_large"}.get(exc.status_code, "invalid_request")
+    code = {400: "invalid_request", 404: "not_found", 413: "too_large"}.get(
+        exc.status_code, "invalid_request"
+    )
     return error_response(request, Refused(code, str(exc), "Check the request against /v1/docs."))
 
 
@@ -195,12 +199,12 @@ def _caller(request: HttpRequest) -> ApiKey:
 
 
 @batch_router.post("", response={200: SubmitOut, 202: SubmitOut, **ERRORS}, summary="Submit a batch job")
-def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn) -> tuple[int, dict[str, Any]]:
+def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn) -> Status:
     submitted = runner.submit(_caller(request), payload.targets)
     if not submitted.reused:
         response["Location"] = f"/v1/batch/{submitted.job.id}"
     body = {**job_summary(submitted.job, _caller(request)), "reused": submitted.reused}
-    return (200 if submitted.reused else 202), body
+    return Status(200 if submitted.reused else 202, body)
 
 
 @batch_router.get("", response={200: JobPage, **ERRORS}, summary="List your jobs, newest first")

@@ -16,7 +16,11 @@ class RequestSizeLimitMiddleware:
         declared = request.META.get("CONTENT_LENGTH") or "0"
         if not declared.isdigit():
             return JsonResponse(
-                {"error": "Content-Length is not a number", "code": "invalid_request", "hint": "Send a valid Content-Length."},
+                {
+                    "error": "Content-Length is not a number",
+                    "code": "invalid_request",
+                    "hint": "Send a valid Content-Length.",
+                },
                 status=400,
             )
         if int(declared) > settings.SIFT_MAX_REQUEST_BYTES:
@@ -29,3 +33,27 @@ class RequestSizeLimitMiddleware:
                 status=413,
             )
         return self.get_response(request)
+
+
+class JsonMethodNotAllowedMiddleware:
+    """django-ninja answers a wrong method with Django's empty HTML 405; API paths get the envelope."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code != 405 or not request.path.startswith("/v1/"):
+            return response
+        allowed = response.get("Allow", "")
+        wrapped = JsonResponse(
+            {
+                "error": f"{request.method} is not allowed on {request.path}",
+                "code": "method_not_allowed",
+                "hint": f"Use one of: {allowed}." if allowed else "See /v1/docs.",
+            },
+            status=405,
+        )
+        if allowed:
+            wrapped["Allow"] = allowed
+        return wrapped

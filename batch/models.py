@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
@@ -51,7 +52,9 @@ class ApiKey(models.Model):
         return self.name
 
     @classmethod
-    def issue(cls, name: str, *, workspace: str = "", caller_class: str = CallerClass.FLEET) -> tuple[ApiKey, str]:
+    def issue(
+        cls, name: str, *, workspace: str = "", caller_class: str = CallerClass.FLEET
+    ) -> tuple[ApiKey, str]:
         """Create a caller and return it with its key, which is never stored."""
         raw_key = "sk_" + secrets.token_urlsafe(32)
         api_key = cls.objects.create(
@@ -106,6 +109,9 @@ class SubmitLock(models.Model):
     class Meta:
         constraints = [models.CheckConstraint(condition=Q(id=1), name="submitlock_single_row")]
 
+    def __str__(self) -> str:
+        return "submit lock"
+
 
 class BatchJob(models.Model):
     id = models.CharField(max_length=32, primary_key=True, default=new_job_id, editable=False)
@@ -136,7 +142,9 @@ class BatchJob(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="job_status_valid"),
-            models.CheckConstraint(condition=Q(caller_class__in=CallerClass.values), name="job_caller_class_valid"),
+            models.CheckConstraint(
+                condition=Q(caller_class__in=CallerClass.values), name="job_caller_class_valid"
+            ),
             models.CheckConstraint(
                 condition=Q(targets_failed__lte=F("targets_done"), targets_done__lte=F("targets_total")),
                 name="job_counters_consistent",
@@ -170,7 +178,8 @@ class BatchTarget(models.Model):
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
     hint = models.TextField(blank=True, default="")
-    outcome = models.CharField(max_length=32, choices=Outcome.choices, null=True, blank=True)
+    # NULL, not "", is "no outcome": the constraints below test it with IS NULL.
+    outcome = models.CharField(max_length=32, choices=Outcome.choices, null=True, blank=True)  # noqa: DJ001
     attempts = models.PositiveIntegerField(default=0)
     n_bytes = models.BigIntegerField(default=0)
     # Scheduling state (SPEC §3.4): a busy target waits until ``not_before``; a claimed one

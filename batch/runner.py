@@ -130,7 +130,7 @@ def _check_caps(caller: ApiKey, n_targets: int, now: datetime) -> None:
         raise Refused(
             "caller_busy",
             f"you already have {settings.SIFT_BATCH_JOBS_PER_CALLER} live job(s)",
-            "Wait for your running job to finish (GET /v1/batch/{id}?wait=30) or cancel it, then submit again.",
+            "Wait for your live job to finish (GET /v1/batch/{id}?wait=30) or cancel it, then submit again.",
             retry_after=BUSY_RETRY_AFTER,
         )
     _lock_submit_row()
@@ -180,7 +180,9 @@ def touch(job: BatchJob, now: datetime | None = None) -> None:
 
 
 def list_jobs(caller: ApiKey, *, limit: int, offset: int) -> tuple[list[BatchJob], int]:
-    jobs = list(BatchJob.objects.filter(caller=caller).order_by("-created_at", "-pk")[offset : offset + limit])
+    jobs = list(
+        BatchJob.objects.filter(caller=caller).order_by("-created_at", "-pk")[offset : offset + limit]
+    )
     now = timezone.now()
     BatchJob.objects.filter(pk__in=[j.pk for j in jobs]).update(lease=now)
     for job in jobs:
@@ -200,7 +202,13 @@ def cancel(job: BatchJob) -> bool:
     )
     job.refresh_from_db()
     if changed:
-        log.info("job %s cancelled caller_id=%s done=%d/%d", job.id, job.caller_id, job.targets_done, job.targets_total)
+        log.info(
+            "job %s cancelled caller_id=%s done=%d/%d",
+            job.id,
+            job.caller_id,
+            job.targets_done,
+            job.targets_total,
+        )
     return bool(changed)
 
 
@@ -215,7 +223,10 @@ def cancel_for_caller(caller: ApiKey, job_id: str) -> BatchJob:
     return job
 
 
-def _delete_jobs(jobs: QuerySet[BatchJob]) -> Removed:
+def _delete_jobs(job_ids: list[str]) -> Removed:
+    if not job_ids:
+        return Removed()
+    jobs = BatchJob.objects.filter(pk__in=job_ids)
     with transaction.atomic():
         n_bytes = jobs.aggregate(total=Sum("n_bytes"))["total"] or 0
         _, per_model = jobs.delete()
@@ -229,7 +240,7 @@ def _delete_jobs(jobs: QuerySet[BatchJob]) -> Removed:
 def sweep_expired_jobs(now: datetime | None = None) -> Removed:
     """Delete every job whose lease is older than TTL, with its targets (SPEC §3.6)."""
     cutoff = (now or timezone.now()) - _ttl()
-    removed = _delete_jobs(BatchJob.objects.filter(lease__lt=cutoff))
+    removed = _delete_jobs(list(BatchJob.objects.filter(lease__lt=cutoff).values_list("pk", flat=True)))
     if removed.jobs:
         log.info("sweep %s", removed)
     return removed
@@ -251,7 +262,7 @@ def evict_oldest(max_bytes: int | None = None) -> Removed:
             break
         victims.append(job_id)
         excess -= n_bytes
-    removed = _delete_jobs(BatchJob.objects.filter(pk__in=victims))
+    removed = _delete_jobs(victims)
     if removed.jobs:
         log.info("evict %s", removed)
     return removed

@@ -30,7 +30,9 @@ class SubmitIn(Schema):
     targets: list[Any] = Field(
         ...,
         description=TARGETS_DESCRIPTION,
-        examples=[["https://example.org/", {"url": "https://example.org/a.pdf", "options": {"pages": "1-2"}}]],
+        examples=[
+            ["https://example.org/", {"url": "https://example.org/a.pdf", "options": {"pages": "1-2"}}]
+        ],
     )
 
 

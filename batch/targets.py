@@ -108,7 +108,11 @@ def _optional_str(options: dict[str, Any], name: str, limit: int) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise InvalidTarget(f"options.{name}", f"{name} must be a non-empty string", f"Send {name} as a string, or leave it out.")
+        raise InvalidTarget(
+            f"options.{name}",
+            f"{name} must be a non-empty string",
+            f"Send {name} as a string, or leave it out.",
+        )
     if len(value) > limit or "\x00" in value:
         raise InvalidTarget(
             f"options.{name}",
@@ -125,20 +129,30 @@ def _compile_checks(grep: str | None, program: str | None) -> None:
         try:
             re2.compile(grep, options=options)
         except re2.error as exc:
-            raise InvalidTarget("options.grep", f"grep does not compile: {exc}", "Use RE2 syntax (no backreferences or lookaround).") from None
+            raise InvalidTarget(
+                "options.grep",
+                f"grep does not compile: {exc}",
+                "Use RE2 syntax (no backreferences or lookaround).",
+            ) from None
     if program is not None:
         try:
             jq.compile(program)
         except ValueError as exc:
             first_line = str(exc).splitlines()[0]
-            raise InvalidTarget("options.jq", f"jq does not compile: {first_line}", "Check the jq program, for example '.items[0].name'.") from None
+            raise InvalidTarget(
+                "options.jq",
+                f"jq does not compile: {first_line}",
+                "Check the jq program, for example '.items[0].name'.",
+            ) from None
 
 
 def parse_options(raw: object) -> TargetOptions:
     if raw is None:
         return TargetOptions()
     if not isinstance(raw, dict):
-        raise InvalidTarget("options", "options must be an object", 'Send options as an object, e.g. {"mode": "text"}.')
+        raise InvalidTarget(
+            "options", "options must be an object", 'Send options as an object, e.g. {"mode": "text"}.'
+        )
     unknown = sorted(set(raw) - set(TargetOptions.__dataclass_fields__))
     if unknown:
         raise InvalidTarget(
@@ -151,7 +165,9 @@ def parse_options(raw: object) -> TargetOptions:
         raise InvalidTarget("options.mode", f"unknown mode {mode!r}", "Use one of: markdown, text, raw.")
     for name in ("context", "recover"):
         if raw.get(name) is not None and not isinstance(raw[name], bool):
-            raise InvalidTarget(f"options.{name}", f"{name} must be true or false", f"Send {name} as a JSON boolean.")
+            raise InvalidTarget(
+                f"options.{name}", f"{name} must be true or false", f"Send {name} as a JSON boolean."
+            )
     options = TargetOptions(
         mode=mode,
         question=_optional_str(raw, "question", MAX_QUESTION_CHARS),
@@ -175,7 +191,9 @@ def normalise_url(raw: object) -> str:
     if len(raw) > MAX_URL_CHARS:
         raise InvalidTarget("url", f"url is longer than {MAX_URL_CHARS} characters", "Shorten the URL.")
     if _CONTROL.search(raw):
-        raise InvalidTarget("url", "url holds spaces or control characters", "Percent-encode spaces and control characters.")
+        raise InvalidTarget(
+            "url", "url holds spaces or control characters", "Percent-encode spaces and control characters."
+        )
     try:
         parts = urlsplit(raw)
         port = parts.port
@@ -197,10 +215,16 @@ def parse_target(raw: object) -> Target:
     if isinstance(raw, str):
         return Target(normalise_url(raw))
     if not isinstance(raw, dict):
-        raise InvalidTarget("url", "a target must be a URL string or an object", 'Send "https://..." or {"url": "https://...", "options": {}}.')
+        raise InvalidTarget(
+            "url",
+            "a target must be a URL string or an object",
+            'Send "https://..." or {"url": "https://...", "options": {}}.',
+        )
     unknown = sorted(set(raw) - {"url", "options"})
     if unknown:
-        raise InvalidTarget(unknown[0], f"unknown field {unknown[0]!r}", 'A target has only "url" and "options".')
+        raise InvalidTarget(
+            unknown[0], f"unknown field {unknown[0]!r}", 'A target has only "url" and "options".'
+        )
     return Target(normalise_url(raw.get("url")), parse_options(raw.get("options")))
 
 

@@ -35,7 +35,11 @@ def _wants_json(request: HttpRequest) -> bool:
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _wants_json(request):
         return JsonResponse(
-            {"error": f"no endpoint {request.path}", "code": "not_found", "hint": "See /v1/docs for the endpoints."},
+            {
+                "error": f"no endpoint {request.path}",
+                "code": "not_found",
+                "hint": "See /v1/docs for the endpoints.",
+            },
             status=404,
         )
     return defaults.page_not_found(request, exception)
@@ -44,7 +48,11 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 def server_error(request: HttpRequest) -> HttpResponse:
     if _wants_json(request):
         return JsonResponse(
-            {"error": "internal error", "code": "internal", "hint": "This is our bug; retry later or tell the operator."},
+            {
+                "error": "internal error",
+                "code": "internal",
+                "hint": "This is our bug; retry later or tell the operator.",
+            },
             status=500,
         )
     return defaults.server_error(request)

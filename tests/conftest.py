@@ -35,7 +35,9 @@ MakeCaller = Callable[..., tuple[ApiKey, ApiClient]]
 def make_caller(db: None) -> MakeCaller:
     """``make_caller("name", caller_class="restricted")`` → (ApiKey, ApiClient for that key)."""
 
-    def make(name: str = "agent", *, caller_class: str = "fleet", workspace: str = "") -> tuple[ApiKey, ApiClient]:
+    def make(
+        name: str = "agent", *, caller_class: str = "fleet", workspace: str = ""
+    ) -> tuple[ApiKey, ApiClient]:
         api_key, raw_key = ApiKey.issue(name, workspace=workspace, caller_class=caller_class)
         return api_key, ApiClient(raw_key)
 

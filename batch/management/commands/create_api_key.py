@@ -14,7 +14,10 @@ class Command(BaseCommand):
         parser.add_argument("name", help="unique caller name")
         parser.add_argument("--workspace", default="", help="free-form workspace label")
         parser.add_argument(
-            "--class", dest="caller_class", choices=CallerClass.values, default=CallerClass.FLEET,
+            "--class",
+            dest="caller_class",
+            choices=CallerClass.values,
+            default=CallerClass.FLEET,
             help="restricted callers never share the document cache",
         )
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from batch import runner
 
@@ -16,4 +16,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, max_bytes: int | None, **options: Any) -> None:
+        if max_bytes is not None and max_bytes < 0:
+            raise CommandError("--max-bytes must be 0 or more")
         self.stdout.write(f"evict: {runner.evict_oldest(max_bytes)}")

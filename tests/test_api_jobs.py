@@ -1,0 +1,118 @@
+"""Reading, listing and cancelling jobs over the API (SPEC §3.5, §4)."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from batch.models import BatchJob, BatchTarget
+
+URL = "https://example.org/"
+
+
+def _submit(client, targets=None):
+    return client.post("/v1/batch", {"targets": targets or [URL, URL + "b"]}).json()
+
+
+def _finish_first_target(job_id: str) -> None:
+    BatchTarget.objects.filter(job_id=job_id, idx=0).update(
+        status="done", result={"content": "# Hello", "meta": {"title": "Hello", "chars": 7}}, n_bytes=7
+    )
+
+
+def test_get_job_returns_every_summary_field_and_its_targets(agent):
+    _, client = agent
+    job = _submit(client)
+    body = client.get(f"/v1/batch/{job['id']}").json()
+    assert set(body) == {
+        "id", "caller", "caller_class", "status", "error", "targets_total", "targets_done",
+        "targets_failed", "created_at", "finished_at", "lease", "expires_at", "n_bytes", "targets",
+    }  # fmt: skip
+    assert body["caller"] == "agent"
+    assert [t["idx"] for t in body["targets"]] == [0, 1]
+    assert set(body["targets"][0]) >= {
+        "idx",
+        "url",
+        "status",
+        "result",
+        "error",
+        "hint",
+        "outcome",
+        "attempts",
+    }
+    assert body["created_at"].endswith("Z")
+
+
+def test_content_false_leaves_the_content_out_and_keeps_meta(agent):
+    _, client = agent
+    job = _submit(client)
+    _finish_first_target(job["id"])
+    full = client.get(f"/v1/batch/{job['id']}").json()["targets"][0]["result"]
+    slim = client.get(f"/v1/batch/{job['id']}", content="false").json()["targets"][0]["result"]
+    assert full == {"content": "# Hello", "meta": {"title": "Hello", "chars": 7}}
+    assert slim == {"meta": {"title": "Hello", "chars": 7}}
+
+
+def test_one_target_is_served_with_its_full_result(agent):
+    _, client = agent
+    job = _submit(client)
+    _finish_first_target(job["id"])
+    body = client.get(f"/v1/batch/{job['id']}/targets/0").json()
+    assert body["result"]["content"] == "# Hello"
+    assert client.get(f"/v1/batch/{job['id']}/targets/7").status_code == 404
+
+
+def test_wait_returns_at_once_for_a_finished_job(agent):
+    _, client = agent
+    job = _submit(client)
+    client.delete(f"/v1/batch/{job['id']}")
+    response = client.get(f"/v1/batch/{job['id']}", wait=60)
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
+
+
+def test_wait_out_of_range_is_400(agent):
+    _, client = agent
+    job = _submit(client)
+    response = client.get(f"/v1/batch/{job['id']}", wait=61)
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_request"
+
+
+def test_cancel_a_queued_job_answers_cancelled_and_leaves_targets_pending(agent):
+    _, client = agent
+    job = _submit(client)
+    response = client.delete(f"/v1/batch/{job['id']}")
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
+    assert response.json()["finished_at"] is not None
+    stored = BatchJob.objects.get(pk=job["id"])
+    assert stored.status == "cancelled"
+    assert set(stored.targets.values_list("status", flat=True)) == {"pending"}
+
+
+def test_cancel_again_is_409_already_finished(agent):
+    _, client = agent
+    job = _submit(client)
+    client.delete(f"/v1/batch/{job['id']}")
+    response = client.delete(f"/v1/batch/{job['id']}")
+    assert response.status_code == 409
+    assert response.json()["code"] == "already_finished"
+
+
+def test_cancel_a_done_job_is_409(agent):
+    _, client = agent
+    job = _submit(client)
+    BatchJob.objects.filter(pk=job["id"]).update(status="done", finished_at=timezone.now())
+    assert client.delete(f"/v1/batch/{job['id']}").status_code == 409
+
+
+def test_list_is_newest_first_and_paginated(agent, settings):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 5
+    _, client = agent
+    ids = [_submit(client, [f"{URL}?{i}"])["id"] for i in range(3)]
+    page = client.get("/v1/batch", limit=2).json()
+    assert page["count"] == 3
+    assert [j["id"] for j in page["items"]] == ids[::-1][:2]
+    assert [j["id"] for j in client.get("/v1/batch", limit=2, offset=2).json()["items"]] == ids[:1]
+    assert client.get("/v1/batch", limit=0).status_code == 400
+    assert client.get("/v1/batch", limit="many").json()["code"] == "invalid_request"

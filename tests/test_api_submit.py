@@ -1,0 +1,193 @@
+"""POST /v1/batch follows SPEC §3.2 in order: empty, validation, idempotency, caps, store."""
+
+from __future__ import annotations
+
+import pytest
+
+from batch.models import BatchJob, BatchTarget
+
+from .conftest import MakeCaller
+
+URL = "https://example.org/page"
+
+
+def test_submit_answers_202_with_location_and_stores_job_and_targets_before_answering(agent):
+    _, client = agent
+    response = client.post("/v1/batch", {"targets": [URL, {"url": URL + "2", "options": {"mode": "text"}}]})
+    assert response.status_code == 202
+    body = response.json()
+    assert response["Location"] == f"/v1/batch/{body['id']}"
+    assert body["reused"] is False
+    assert body["status"] == "queued"
+    assert body["targets_total"] == 2
+    assert "idem_key" not in body
+    job = BatchJob.objects.get(pk=body["id"])
+    targets = list(job.targets.order_by("idx").values_list("idx", "url", "status", "options"))
+    assert targets == [(0, URL, "pending", {}), (1, URL + "2", "pending", {"mode": "text"})]
+
+
+def test_empty_targets_are_refused_with_no_targets(agent):
+    _, client = agent
+    response = client.post("/v1/batch", {"targets": []})
+    assert response.status_code == 400
+    assert response.json()["code"] == "no_targets"
+    assert not BatchJob.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("target", "field"),
+    [
+        ("ftp://example.org/", "targets[1].url"),
+        ("https://user:pw@example.org/", "targets[1].url"),
+        ("https://example.org/" + "a" * 2050, "targets[1].url"),
+        ("not a url", "targets[1].url"),
+        ({"url": URL, "options": {"mode": "pdf"}}, "targets[1].options.mode"),
+        ({"url": URL, "options": {"colour": "red"}}, "targets[1].options.colour"),
+        ({"url": URL, "options": {"jq": ".["}}, "targets[1].options.jq"),
+        ({"url": URL, "options": {"grep": "(a"}}, "targets[1].options.grep"),
+        ({"url": URL, "options": {"pages": "3-1"}}, "targets[1].options.pages"),
+        ({"url": URL, "options": {"pages": "one"}}, "targets[1].options.pages"),
+        ({"url": URL, "options": {"context": "yes"}}, "targets[1].options.context"),
+        ({"url": URL, "options": "text"}, "targets[1].options"),
+        ({"url": URL, "extra": 1}, "targets[1].extra"),
+        (42, "targets[1].url"),
+    ],
+)
+def test_each_kind_of_invalid_target_is_refused_naming_index_and_field(agent, target, field):
+    _, client = agent
+    response = client.post("/v1/batch", {"targets": [URL, target]})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid_request"
+    assert body["details"][0]["index"] == 1
+    assert body["details"][0]["field"] == field
+    assert body["error"].startswith(field)
+    assert body["hint"]
+    assert not BatchJob.objects.exists()
+    assert not BatchTarget.objects.exists()
+
+
+def test_same_targets_again_answer_the_same_job_with_reused(agent):
+    _, client = agent
+    first = client.post("/v1/batch", {"targets": [URL]}).json()
+    again = client.post("/v1/batch", {"targets": [URL]})
+    assert again.status_code == 200
+    assert again.json()["id"] == first["id"]
+    assert again.json()["reused"] is True
+    assert "Location" not in again
+    assert BatchJob.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        [{"url": URL}],
+        [{"url": URL, "options": {}}],
+        [{"url": URL, "options": {"mode": "markdown", "recover": False, "context": None}}],
+        [{"options": {"mode": "markdown"}, "url": "HTTPS://EXAMPLE.org/page"}],
+    ],
+)
+def test_targets_spelled_differently_but_normalising_the_same_are_reused(agent, spelling):
+    _, client = agent
+    first = client.post("/v1/batch", {"targets": [URL]}).json()
+    again = client.post("/v1/batch", {"targets": spelling}).json()
+    assert again["id"] == first["id"]
+    assert again["reused"] is True
+
+
+def test_reuse_skips_the_caps(agent, settings):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 1
+    _, client = agent
+    first = client.post("/v1/batch", {"targets": [URL]}).json()
+    assert client.post("/v1/batch", {"targets": [URL]}).json()["id"] == first["id"]
+    assert client.post("/v1/batch", {"targets": [URL + "?other"]}).json()["code"] == "caller_busy"
+
+
+def test_a_cancelled_twin_is_not_reused(agent):
+    _, client = agent
+    first = client.post("/v1/batch", {"targets": [URL]}).json()
+    client.delete(f"/v1/batch/{first['id']}")
+    again = client.post("/v1/batch", {"targets": [URL]})
+    assert again.status_code == 202
+    assert again.json()["id"] != first["id"]
+
+
+def test_another_caller_with_the_same_targets_gets_its_own_job(make_caller: MakeCaller):
+    _, alice = make_caller("alice")
+    _, bob = make_caller("bob")
+    assert (
+        alice.post("/v1/batch", {"targets": [URL]}).json()["id"]
+        != bob.post("/v1/batch", {"targets": [URL]}).json()["id"]
+    )
+
+
+def test_more_targets_than_a_job_may_hold_is_400_too_many_targets(agent, settings):
+    settings.SIFT_BATCH_TARGETS_PER_JOB = 3
+    _, client = agent
+    response = client.post("/v1/batch", {"targets": [f"{URL}?{i}" for i in range(4)]})
+    assert response.status_code == 400
+    assert response.json()["code"] == "too_many_targets"
+    assert not BatchJob.objects.exists()
+
+
+def test_a_caller_at_its_live_job_cap_gets_429_caller_busy_with_retry_after(agent, settings):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 2
+    _, client = agent
+    for i in range(2):
+        assert client.post("/v1/batch", {"targets": [f"{URL}?{i}"]}).status_code == 202
+    response = client.post("/v1/batch", {"targets": [f"{URL}?third"]})
+    assert response.status_code == 429
+    body = response.json()
+    assert body["code"] == "caller_busy"
+    assert int(response["Retry-After"]) == body["retry_after"] > 0
+    assert BatchJob.objects.count() == 2
+
+
+def test_the_service_at_its_total_job_cap_answers_503_jobs_busy_with_retry_after(
+    make_caller: MakeCaller, settings
+):
+    settings.SIFT_BATCH_JOBS_TOTAL = 2
+    for name in ("a", "b"):
+        assert make_caller(name)[1].post("/v1/batch", {"targets": [URL]}).status_code == 202
+    response = make_caller("c")[1].post("/v1/batch", {"targets": [URL]})
+    assert response.status_code == 503
+    assert response.json()["code"] == "jobs_busy"
+    assert int(response["Retry-After"]) > 0
+    assert BatchJob.objects.count() == 2
+
+
+def test_a_finished_job_does_not_hold_the_callers_cap(agent, settings):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 1
+    _, client = agent
+    first = client.post("/v1/batch", {"targets": [URL]}).json()
+    client.delete(f"/v1/batch/{first['id']}")
+    assert client.post("/v1/batch", {"targets": [URL + "?next"]}).status_code == 202
+
+
+def test_caps_are_checked_after_idempotency_and_validation(agent, settings):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 1
+    _, client = agent
+    client.post("/v1/batch", {"targets": [URL]})
+    # invalid beats busy: validation comes before caps
+    assert client.post("/v1/batch", {"targets": ["ftp://x"]}).json()["code"] == "invalid_request"
+    assert client.post("/v1/batch", {"targets": []}).json()["code"] == "no_targets"
+
+
+@pytest.mark.parametrize("n_targets", [1, 32])
+def test_submit_issues_a_bounded_number_of_queries_whatever_the_number_of_targets(
+    agent, n_targets, django_assert_max_num_queries
+):
+    _, client = agent
+    with django_assert_max_num_queries(12):
+        response = client.post("/v1/batch", {"targets": [f"{URL}?{i}" for i in range(n_targets)]})
+    assert response.status_code == 202
+    assert BatchTarget.objects.count() == n_targets
+
+
+def test_submitting_while_batch_is_disabled_is_503_batch_disabled(agent, settings):
+    settings.SIFT_BATCH_ENABLED = False
+    _, client = agent
+    response = client.post("/v1/batch", {"targets": [URL]})
+    assert response.status_code == 503
+    assert response.json()["code"] == "batch_disabled"
+    assert client.get("/v1/batch").json()["code"] == "batch_disabled"

@@ -1,0 +1,135 @@
+"""Lease, TTL, sweep and eviction (SPEC §3.6), through the API and the commands."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from io import StringIO
+
+import pytest
+import time_machine
+from django.core.management import call_command
+from django.utils import timezone
+
+from batch import runner
+from batch.models import BatchJob, BatchTarget
+
+URL = "https://example.org/"
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def day_ttl(settings):
+    settings.SIFT_BATCH_TTL = 24 * 3600
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 10
+
+
+def test_a_job_past_its_ttl_is_gone_after_the_next_submit(agent, day_ttl):
+    _, client = agent
+    with time_machine.travel(T0, tick=False):
+        old = client.post("/v1/batch", {"targets": [URL]}).json()["id"]
+    with time_machine.travel(T0 + timedelta(hours=25), tick=False):
+        client.post("/v1/batch", {"targets": [URL + "new"]})
+    assert not BatchJob.objects.filter(pk=old).exists()
+    assert not BatchTarget.objects.filter(job_id=old).exists()
+    assert BatchJob.objects.count() == 1
+
+
+def test_an_owners_read_bumps_the_lease_and_keeps_the_job_alive(agent, day_ttl):
+    _, client = agent
+    with time_machine.travel(T0, tick=False):
+        job_id = client.post("/v1/batch", {"targets": [URL]}).json()["id"]
+    with time_machine.travel(T0 + timedelta(hours=20), tick=False):
+        body = client.get(f"/v1/batch/{job_id}").json()
+        assert body["expires_at"] == (T0 + timedelta(hours=44)).isoformat().replace("+00:00", "Z")
+    with time_machine.travel(T0 + timedelta(hours=30), tick=False):
+        client.post("/v1/batch", {"targets": [URL + "other"]})
+        assert BatchJob.objects.filter(pk=job_id).exists()
+    with time_machine.travel(T0 + timedelta(hours=45), tick=False):
+        client.post("/v1/batch", {"targets": [URL + "third"]})
+        assert not BatchJob.objects.filter(pk=job_id).exists()
+
+
+def test_an_expired_live_job_no_longer_holds_the_callers_cap(agent, settings):
+    settings.SIFT_BATCH_TTL = 3600
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 1
+    _, client = agent
+    with time_machine.travel(T0, tick=False):
+        client.post("/v1/batch", {"targets": [URL]})
+    with time_machine.travel(T0 + timedelta(hours=2), tick=False):
+        assert client.post("/v1/batch", {"targets": [URL + "new"]}).status_code == 202
+
+
+def test_sweep_batches_removes_expired_jobs_and_prints_counts(agent, day_ttl):
+    _, client = agent
+    with time_machine.travel(T0, tick=False):
+        client.post("/v1/batch", {"targets": [URL, URL + "2"]})
+    with time_machine.travel(T0 + timedelta(hours=1), tick=False):
+        fresh = client.post("/v1/batch", {"targets": [URL + "fresh"]}).json()["id"]
+    BatchJob.objects.update(n_bytes=0)
+    out = StringIO()
+    with time_machine.travel(T0 + timedelta(hours=24, minutes=30), tick=False):
+        call_command("sweep_batches", stdout=out)
+    assert out.getvalue().strip() == "sweep: removed 1 jobs, 2 targets, 0 bytes"
+    assert list(BatchJob.objects.values_list("pk", flat=True)) == [fresh]
+
+
+def _finished_job(caller, *, n_bytes: int, minutes: int, status: str = "done") -> BatchJob:
+    at = T0 + timedelta(minutes=minutes)
+    job = BatchJob.objects.create(
+        caller=caller, caller_class="fleet", status=status, targets_total=1, targets_done=1,
+        created_at=at, finished_at=at, lease=timezone.now(), idem_key=f"k{minutes}", n_bytes=n_bytes,
+    )  # fmt: skip
+    BatchTarget.objects.create(job=job, idx=0, url=URL, status="done", result={"content": "x", "meta": {}})
+    return job
+
+
+def _live_job(caller, *, n_bytes: int, minutes: int) -> BatchJob:
+    at = T0 + timedelta(minutes=minutes)
+    return BatchJob.objects.create(
+        caller=caller, caller_class="fleet", status="running", targets_total=2, targets_done=1,
+        created_at=at, lease=timezone.now(), idem_key=f"live{minutes}", n_bytes=n_bytes,
+    )  # fmt: skip
+
+
+def test_evict_removes_the_oldest_finished_jobs_first_until_they_fit(agent):
+    caller, _ = agent
+    oldest = _finished_job(caller, n_bytes=400, minutes=1)
+    live = _live_job(caller, n_bytes=500, minutes=0)
+    middle = _finished_job(caller, n_bytes=300, minutes=2, status="partial")
+    newest = _finished_job(caller, n_bytes=200, minutes=3)
+    removed = runner.evict_oldest(max_bytes=800)
+    assert removed == runner.Removed(jobs=2, targets=2, bytes=700)
+    assert set(BatchJob.objects.values_list("pk", flat=True)) == {live.pk, newest.pk}
+    assert not BatchJob.objects.filter(pk__in=[oldest.pk, middle.pk]).exists()
+
+
+def test_evict_never_removes_live_jobs_even_when_they_alone_are_over(agent):
+    caller, _ = agent
+    live = _live_job(caller, n_bytes=5000, minutes=0)
+    done = _finished_job(caller, n_bytes=10, minutes=1)
+    assert runner.evict_oldest(max_bytes=100) == runner.Removed(jobs=1, targets=1, bytes=10)
+    assert list(BatchJob.objects.values_list("pk", flat=True)) == [live.pk]
+    assert not BatchJob.objects.filter(pk=done.pk).exists()
+
+
+def test_evict_within_budget_removes_nothing(agent):
+    caller, _ = agent
+    _finished_job(caller, n_bytes=10, minutes=1)
+    assert runner.evict_oldest(max_bytes=10) == runner.Removed()
+
+
+def test_evict_batches_command_prints_counts(agent):
+    caller, _ = agent
+    _finished_job(caller, n_bytes=300, minutes=1)
+    _finished_job(caller, n_bytes=300, minutes=2)
+    out = StringIO()
+    call_command("evict_batches", "--max-bytes", "400", stdout=out)
+    assert out.getvalue().strip() == "evict: removed 1 jobs, 1 targets, 300 bytes"
+    assert BatchJob.objects.count() == 1
+
+
+def test_evict_batches_refuses_a_negative_budget(db):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="max-bytes"):
+        call_command("evict_batches", "--max-bytes", "-1")
