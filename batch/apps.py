@@ -7,3 +7,11 @@ class BatchConfig(AppConfig):
     name = "batch"
     verbose_name = "Batch jobs"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Imported here: both need the app registry, which is ready only now.
+        from django_q.signals import post_spawn  # noqa: PLC0415
+
+        from batch.heartbeat import start_heartbeat  # noqa: PLC0415
+
+        post_spawn.connect(start_heartbeat, dispatch_uid="sift-heartbeat")

@@ -181,6 +181,8 @@ class BatchTarget(models.Model):
     # NULL, not "", is "no outcome": the constraints below test it with IS NULL.
     outcome = models.CharField(max_length=32, choices=Outcome.choices, null=True, blank=True)  # noqa: DJ001
     attempts = models.PositiveIntegerField(default=0)
+    # Claims whose lease ran out before the worker stored anything: a worker died (SPEC §3.4).
+    lost_leases = models.PositiveSmallIntegerField(default=0)
     n_bytes = models.BigIntegerField(default=0)
     # Scheduling state (SPEC §3.4): a busy target waits until ``not_before``; a claimed one
     # belongs to its worker until ``lease_until``; ``busy_since`` starts the RETRY_FOR clock.
@@ -219,6 +221,26 @@ class BatchTarget(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}/{self.idx}"
+
+
+class WorkerSlot(models.Model):
+    """One of the ``WORKERS`` places a target can be fetched in, deployment-wide (SPEC §3.4).
+
+    A worker owns a slot by writing its target into it under a row lock; a slot whose lease
+    ran out belonged to a dead worker and is free again.
+    """
+
+    number = models.PositiveSmallIntegerField(primary_key=True)
+    target = models.ForeignKey(
+        BatchTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(number__lt=2), name="workerslot_at_most_two")]
+
+    def __str__(self) -> str:
+        return f"slot {self.number}"
 
 
 class ClusterHeartbeat(models.Model):

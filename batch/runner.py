@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
+from batch import metrics, queue
 from batch.errors import Refused
 from batch.models import (
     FINISHED_STATUSES,
@@ -83,6 +84,7 @@ def submit(caller: ApiKey, raw_targets: list[object]) -> Submitted:
         now = timezone.now()
         twin = _reusable_job(caller, idem_key, now)
         if twin is not None:
+            metrics.JOBS.labels("reused").inc()
             return Submitted(twin, reused=True)
         _check_caps(caller, len(targets), now)
         job = BatchJob.objects.create(
@@ -96,6 +98,8 @@ def submit(caller: ApiKey, raw_targets: list[object]) -> Submitted:
         BatchTarget.objects.bulk_create(
             BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict()) for i, t in enumerate(targets)
         )
+        transaction.on_commit(queue.wake_workers)
+    metrics.JOBS.labels("created").inc()
     log.info("job %s submitted caller=%s targets=%d", job.id, caller.name, len(targets))
     sweep_expired_jobs()
     return Submitted(job, reused=False)
@@ -202,6 +206,7 @@ def cancel(job: BatchJob) -> bool:
     )
     job.refresh_from_db()
     if changed:
+        metrics.JOBS.labels("cancelled").inc()
         log.info(
             "job %s cancelled caller_id=%s done=%d/%d",
             job.id,
@@ -242,6 +247,7 @@ def sweep_expired_jobs(now: datetime | None = None) -> Removed:
     cutoff = (now or timezone.now()) - _ttl()
     removed = _delete_jobs(list(BatchJob.objects.filter(lease__lt=cutoff).values_list("pk", flat=True)))
     if removed.jobs:
+        metrics.SWEPT.inc(removed.jobs)
         log.info("sweep %s", removed)
     return removed
 
@@ -264,5 +270,6 @@ def evict_oldest(max_bytes: int | None = None) -> Removed:
         excess -= n_bytes
     removed = _delete_jobs(victims)
     if removed.jobs:
+        metrics.EVICTED.inc(removed.jobs)
         log.info("evict %s", removed)
     return removed

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import DatabaseError, connection
 from django.db.models import Max
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views import defaults
 from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
+from batch.metrics import QueueCollector
 from batch.models import ClusterHeartbeat
 
 CLUSTER_STALE_AFTER = timedelta(minutes=1)
@@ -26,6 +30,19 @@ def healthz(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"db": "down", "cluster": "unknown"}, status=503)
     fresh = seen is not None and timezone.now() - seen < CLUSTER_STALE_AFTER
     return JsonResponse({"db": "ok", "cluster": "ok" if fresh else "stale"})
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus text: every process's counters (multi-process mode) and the queue gauges."""
+    queue = CollectorRegistry()
+    queue.register(QueueCollector())
+    if settings.SIFT_METRICS_DIR:
+        MultiProcessCollector(queue, path=settings.SIFT_METRICS_DIR)
+        body = generate_latest(queue)
+    else:
+        body = generate_latest(REGISTRY) + generate_latest(queue)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 
 def _wants_json(request: HttpRequest) -> bool:

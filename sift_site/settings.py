@@ -177,10 +177,16 @@ LOGGING = {
 
 # --- the django-q2 cluster (SPEC §3.4) -------------------------------------------------------
 
+# The per-target work of batch jobs: a function (Caller, Target) -> {"content", "meta"}.
+SIFT_BATCH_FETCH = env_str("SIFT_BATCH_FETCH", "batch.adapter.fetch_target")
+# A claimed target belongs to its worker for this long; a worker that has not stored anything
+# by then is presumed dead. It must outlast a whole fetch: gate wait (5 s), the fetch deadline,
+# and the sandboxed extraction after it.
+SIFT_BATCH_CLAIM_LEASE = env_duration("SIFT_BATCH_CLAIM_LEASE", f"{2 * SIFT_FETCH_TIMEOUT + 30:.0f}s")
 # A worker task drains targets for at most SIFT_BATCH_DRAIN_SECONDS, then hands over to a fresh
 # task, so django-q2's ``timeout`` (which kills the worker) never lands in the middle of a fetch.
 SIFT_BATCH_DRAIN_SECONDS = env_duration("SIFT_BATCH_DRAIN_SECONDS", "120s")
-_task_timeout = int(SIFT_BATCH_DRAIN_SECONDS + 2 * SIFT_FETCH_TIMEOUT + 60)
+_task_timeout = int(SIFT_BATCH_DRAIN_SECONDS + SIFT_BATCH_CLAIM_LEASE + 30)
 Q_CLUSTER = {
     "name": "sift",
     "orm": "default",
@@ -195,3 +201,9 @@ Q_CLUSTER = {
     "queue_limit": 4,
     "label": "Cluster tasks",
 }
+
+# --- metrics (SPEC §6) ------------------------------------------------------------------------
+
+# prometheus_client reads this variable itself; with it set, every process (gunicorn and cluster
+# workers) writes its counters to files there and /metrics adds them up. `make run` sets it.
+SIFT_METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")

@@ -1,16 +1,16 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import path
 
 from batch.api import api
-from batch.views import healthz
+from batch.views import healthz, metrics
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("v1/", api.urls),
     path("healthz", healthz, name="healthz"),
-    path("", include("django_prometheus.urls")),
+    path("metrics", metrics, name="metrics"),
 ]
 
 handler404 = "batch.views.not_found"

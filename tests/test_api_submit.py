@@ -175,12 +175,14 @@ def test_caps_are_checked_after_idempotency_and_validation(agent, settings):
 
 @pytest.mark.parametrize("n_targets", [1, 32])
 def test_submit_issues_a_bounded_number_of_queries_whatever_the_number_of_targets(
-    agent, n_targets, django_assert_max_num_queries
+    agent, n_targets, django_assert_max_num_queries, django_capture_on_commit_callbacks
 ):
     _, client = agent
-    with django_assert_max_num_queries(12):
+    # 14: auth (2), locks, twin, caps (5), job + targets (2), wake the workers (2), sweep (1)
+    with django_assert_max_num_queries(14), django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = client.post("/v1/batch", {"targets": [f"{URL}?{i}" for i in range(n_targets)]})
     assert response.status_code == 202
+    assert len(callbacks) == 1
     assert BatchTarget.objects.count() == n_targets
 
 

@@ -1,0 +1,30 @@
+from django.db import migrations
+
+SCHEDULES = [
+    # Sweep and evict (SPEC §3.6) on a schedule, besides on every submit and stored result.
+    ("sift: sweep and evict", "batch.tasks.sweep_and_evict", 5),
+    # A safety net: a drain is queued on every submit, and this one picks up work after a restart
+    # or a lost task.
+    ("sift: drain targets", "batch.tasks.drain_targets", 1),
+]
+
+
+def create_schedules(apps, schema_editor):
+    schedule = apps.get_model("django_q", "Schedule")
+    for name, func, minutes in SCHEDULES:
+        schedule.objects.update_or_create(
+            name=name, defaults={"func": func, "schedule_type": "I", "minutes": minutes, "repeats": -1}
+        )
+
+
+def delete_schedules(apps, schema_editor):
+    apps.get_model("django_q", "Schedule").objects.filter(name__in=[s[0] for s in SCHEDULES]).delete()
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("batch", "0004_worker_slot_rows"),
+        ("django_q", "0019_alter_task_options_alter_ormq_key_alter_ormq_lock_and_more"),
+    ]
+
+    operations = [migrations.RunPython(create_schedules, delete_schedules)]

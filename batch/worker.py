@@ -1,0 +1,360 @@
+"""The worker side of the job lifecycle: claim a target, fetch it, store what came back (SPEC §3.4).
+
+A claim takes one of the ``WORKERS`` slot rows and the fairest pending target in one short
+transaction; the fetch runs outside any transaction; the result, the job's counters and, for
+the last target, the job's final status are written in another short transaction. Every write
+is conditional on the claim still being ours, so a worker that lost its lease (it was presumed
+dead) can never store a second result.
+
+The per-target work is a ``FetchFunc`` named by ``SIFT_BATCH_FETCH``: this module knows nothing
+about HTTP or the fetch pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Case, F, Q, Value, When
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from batch import metrics, queue, runner
+from batch.models import (
+    LIVE_STATUSES,
+    BatchJob,
+    BatchTarget,
+    JobStatus,
+    Outcome,
+    TargetStatus,
+    WorkerSlot,
+)
+from batch.targets import Target, parse_target
+
+log = logging.getLogger(__name__)
+
+MAX_LOST_LEASES = 3
+IDLE_POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class Caller:
+    name: str
+    caller_class: str
+
+
+Result = dict[str, Any]
+FetchFunc = Callable[[Caller, Target], Result]
+
+
+class RetryLater(Exception):
+    """The FetchFunc found the upstream or our fetch gate busy; try again after ``wait`` seconds."""
+
+    def __init__(self, message: str = "busy", *, wait: float | None = None) -> None:
+        super().__init__(message)
+        self.wait = wait
+
+
+class TargetFailed(Exception):
+    """The FetchFunc could not produce a result; ``outcome`` is one of SPEC §5.8."""
+
+    def __init__(self, outcome: str, error: str, hint: str) -> None:
+        super().__init__(error)
+        self.outcome = outcome
+        self.error = error
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Claim:
+    target_id: int
+    job_id: str
+    idx: int
+    attempt: int
+    slot: int
+    caller: Caller
+    target: Target
+
+
+def fetch_func() -> FetchFunc:
+    func: FetchFunc = import_string(settings.SIFT_BATCH_FETCH)
+    return func
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.SIFT_BATCH_CLAIM_LEASE)
+
+
+# --- claiming --------------------------------------------------------------------------------
+
+
+def claim_next_target(now: datetime | None = None) -> Claim | None:
+    """Take a free slot and the next target in round-robin order, or ``None`` if either is missing."""
+    now = now or timezone.now()
+    recover_lost_claims(now)
+    with transaction.atomic():
+        slot = _free_slot(now)
+        if slot is None:
+            return None
+        target = _fairest_pending_target(now)
+        if target is None:
+            return None
+        claim = _take(slot, target, now)
+    log.info(
+        "job %s target %d claimed attempt=%d slot=%d", claim.job_id, claim.idx, claim.attempt, claim.slot
+    )
+    return claim
+
+
+def _free_slot(now: datetime) -> WorkerSlot | None:
+    free = (
+        WorkerSlot.objects.select_for_update(skip_locked=True)
+        .filter(number__lt=settings.SIFT_BATCH_WORKERS)
+        .filter(Q(target__isnull=True) | Q(lease_until__lt=now))
+        .order_by("number")
+    )
+    slot = free.first()
+    if slot is None and WorkerSlot.objects.count() < 2:
+        # The rows come from a migration; a flushed test database may have lost them.
+        WorkerSlot.objects.bulk_create([WorkerSlot(number=0), WorkerSlot(number=1)], ignore_conflicts=True)
+        slot = free.first()
+    return slot
+
+
+def _fairest_pending_target(now: datetime) -> BatchTarget | None:
+    """Live jobs take turns in submit order, one target per turn; a job's targets go in index order.
+
+    The job row is locked with the target, so a cancel either lands before the claim (and the
+    target never starts) or waits for it (and the target is already in flight).
+    """
+    return (
+        BatchTarget.objects.select_for_update(skip_locked=True, of=("self", "job"))
+        .select_related("job__caller")
+        .filter(status=TargetStatus.PENDING, job__status__in=LIVE_STATUSES)
+        .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
+        .order_by(F("job__served_at").asc(nulls_first=True), "job__created_at", "job_id", "idx")
+        .first()
+    )
+
+
+def _take(slot: WorkerSlot, target: BatchTarget, now: datetime) -> Claim:
+    lease_until = now + _lease()
+    attempt = target.attempts + 1
+    BatchTarget.objects.filter(pk=target.pk).update(
+        status=TargetStatus.RUNNING,
+        attempts=attempt,
+        lease_until=lease_until,
+        started_at=now,
+        not_before=None,
+    )
+    BatchJob.objects.filter(pk=target.job_id).update(
+        served_at=now,
+        status=Case(When(status=JobStatus.QUEUED, then=Value(JobStatus.RUNNING)), default=F("status")),
+    )
+    WorkerSlot.objects.filter(number=slot.number).update(target=target, lease_until=lease_until)
+    job = target.job
+    return Claim(
+        target_id=target.pk,
+        job_id=job.pk,
+        idx=target.idx,
+        attempt=attempt,
+        slot=slot.number,
+        caller=Caller(job.caller.name, job.caller_class),
+        target=parse_target({"url": target.url, "options": target.options}),
+    )
+
+
+# --- running and storing ---------------------------------------------------------------------
+
+
+def run_claim(claim: Claim, fetch: FetchFunc) -> None:
+    """Fetch outside any transaction, then store the result, the failure or the retry."""
+    started = time.monotonic()
+    try:
+        result = fetch(claim.caller, claim.target)
+    except RetryLater as busy:
+        _retry_or_give_up(claim, busy)
+    except TargetFailed as failed:
+        _finish(claim, TargetStatus.FAILED, outcome=failed.outcome, error=failed.error, hint=failed.hint)
+    except Exception:
+        log.exception("job %s target %d: the fetch function raised", claim.job_id, claim.idx)
+        _finish(
+            claim,
+            TargetStatus.FAILED,
+            outcome=Outcome.INTERNAL,
+            error="internal error",
+            hint="This is our bug; retry later or tell the operator.",
+        )
+    else:
+        _finish(claim, TargetStatus.DONE, result=result)
+    finally:
+        metrics.TARGET_SECONDS.observe(time.monotonic() - started)
+
+
+def _finish(claim: Claim, status: str, *, result: Result | None = None, **failure: str) -> None:
+    n_bytes = len(json.dumps(result, ensure_ascii=False).encode()) if result is not None else 0
+    with transaction.atomic():
+        stored = finish_target(
+            claim.target_id, claim.attempt, status, result=result, n_bytes=n_bytes, **failure
+        )
+        _release_slot(claim)
+    if stored:
+        runner.evict_oldest()
+
+
+def finish_target(
+    target_id: int,
+    attempt: int,
+    status: str,
+    *,
+    result: Result | None = None,
+    n_bytes: int = 0,
+    **failure: str,
+) -> bool:
+    """Store a target's end and update its job, inside the caller's transaction.
+
+    Only the claim that is still current (same attempt, still running) may store; the last
+    target of a live job also settles the job's status and ``finished_at``.
+    """
+    now = timezone.now()
+    stored = BatchTarget.objects.filter(pk=target_id, status=TargetStatus.RUNNING, attempts=attempt).update(
+        status=status, result=result, n_bytes=n_bytes, finished_at=now, lease_until=None, **failure
+    )
+    if not stored:
+        return False
+    job_id, idx = BatchTarget.objects.filter(pk=target_id).values_list("job_id", "idx").get()
+    failed = 1 if status == TargetStatus.FAILED else 0
+    BatchJob.objects.filter(pk=job_id).update(
+        targets_done=F("targets_done") + 1,
+        targets_failed=F("targets_failed") + failed,
+        n_bytes=F("n_bytes") + n_bytes,
+    )
+    metrics.TARGETS.labels(failure.get("outcome", "ok")).inc()
+    log.info(
+        "job %s target %d %s outcome=%s bytes=%d", job_id, idx, status, failure.get("outcome", "ok"), n_bytes
+    )
+    _settle_job(job_id, now)
+    return True
+
+
+def _settle_job(job_id: str, now: datetime) -> None:
+    settled = BatchJob.objects.filter(
+        pk=job_id, status__in=LIVE_STATUSES, targets_done=F("targets_total")
+    ).update(
+        status=Case(
+            When(targets_failed=0, then=Value(JobStatus.DONE)),
+            When(targets_failed=F("targets_total"), then=Value(JobStatus.FAILED)),
+            default=Value(JobStatus.PARTIAL),
+        ),
+        finished_at=now,
+    )
+    if settled:
+        job = BatchJob.objects.only("status", "created_at", "targets_done", "targets_failed").get(pk=job_id)
+        metrics.JOBS.labels(job.status).inc()
+        metrics.JOB_SECONDS.observe((now - job.created_at).total_seconds())
+        log.info("job %s %s done=%d failed=%d", job_id, job.status, job.targets_done, job.targets_failed)
+
+
+def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
+    now = timezone.now()
+    first_busy = (
+        BatchTarget.objects.filter(pk=claim.target_id).values_list("busy_since", flat=True).first() or now
+    )
+    if (now - first_busy).total_seconds() >= settings.SIFT_BATCH_RETRY_FOR:
+        _finish(
+            claim,
+            TargetStatus.FAILED,
+            outcome=Outcome.BUSY,
+            error=f"still busy after {settings.SIFT_BATCH_RETRY_FOR:.0f}s of retrying: {busy}",
+            hint="The site or sift is overloaded; submit this URL again later.",
+        )
+        return
+    wait = max(settings.SIFT_BATCH_RETRY_WAIT, busy.wait or 0)
+    with transaction.atomic():
+        BatchTarget.objects.filter(
+            pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
+        ).update(
+            status=TargetStatus.PENDING,
+            not_before=now + timedelta(seconds=wait),
+            busy_since=Coalesce(F("busy_since"), Value(now)),
+            lease_until=None,
+        )
+        _release_slot(claim)
+    log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
+
+
+def _release_slot(claim: Claim) -> None:
+    WorkerSlot.objects.filter(number=claim.slot, target_id=claim.target_id).update(
+        target=None, lease_until=None
+    )
+
+
+# --- crash recovery --------------------------------------------------------------------------
+
+
+def recover_lost_claims(now: datetime | None = None) -> int:
+    """Targets whose claim lease ran out go back to pending, or fail ``worker_lost`` the third time."""
+    now = now or timezone.now()
+    lost = list(
+        BatchTarget.objects.filter(status=TargetStatus.RUNNING, lease_until__lt=now).values_list(
+            "pk", "job_id", "attempts", "lost_leases"
+        )
+    )
+    for target_id, job_id, attempt, lost_leases in lost:
+        with transaction.atomic():
+            if lost_leases + 1 >= MAX_LOST_LEASES:
+                finish_target(
+                    target_id,
+                    attempt,
+                    TargetStatus.FAILED,
+                    outcome=Outcome.WORKER_LOST,
+                    error=f"the worker fetching this target was lost {MAX_LOST_LEASES} times",
+                    hint="Fetch this URL alone with /v1/fetch, narrowing it (pages, grep) if it is large.",
+                )
+            else:
+                BatchTarget.objects.filter(
+                    pk=target_id, status=TargetStatus.RUNNING, attempts=attempt
+                ).update(status=TargetStatus.PENDING, lease_until=None, lost_leases=F("lost_leases") + 1)
+            WorkerSlot.objects.filter(target_id=target_id).update(target=None, lease_until=None)
+        log.warning("job %s target %s: claim lease expired (lost %d)", job_id, target_id, lost_leases + 1)
+    return len(lost)
+
+
+# --- the drain loop --------------------------------------------------------------------------
+
+
+def has_unfinished_work() -> bool:
+    return BatchTarget.objects.filter(
+        status__in=(TargetStatus.PENDING, TargetStatus.RUNNING), job__status__in=LIVE_STATUSES
+    ).exists()
+
+
+def drain(fetch: FetchFunc, *, budget: float) -> int:
+    """Claim and run targets until none are left or ``budget`` seconds have passed; return how many ran.
+
+    While targets wait (busy retries, or every slot taken), poll; a new claim starts only
+    within the budget, so the task ends before django-q2's timeout would kill it.
+    """
+    deadline = time.monotonic() + budget
+    ran = 0
+    while time.monotonic() < deadline:
+        claim = claim_next_target()
+        if claim is not None:
+            if settings.SIFT_BATCH_WORKERS > 1:
+                # Another worker process may take the next target meanwhile.
+                queue.wake_workers()
+            run_claim(claim, fetch)
+            ran += 1
+        elif has_unfinished_work():
+            time.sleep(IDLE_POLL_SECONDS)
+        else:
+            break
+    return ran

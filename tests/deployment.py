@@ -1,0 +1,114 @@
+"""Run sift for real beside a test: a qcluster and a gunicorn subprocess on the test database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_database_url() -> str:
+    """The URL of the database this test runs on, for the subprocesses to share it."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Deployment:
+    """Start and stop the Procfile's processes with a given environment, logging to ``tmp``."""
+
+    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
+        self.tmp = tmp
+        self.env = {
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith(("SIFT_", "DATABASE_URL", "PROMETHEUS"))
+            },
+            "DATABASE_URL": test_database_url(),
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp / "metrics"),
+            "SIFT_TEST_FETCH_DIR": str(tmp),
+            "SIFT_BATCH_FETCH": "tests.fetchers.scripted",
+            "PYTHONUNBUFFERED": "1",
+            **env,
+        }
+        (tmp / "metrics").mkdir(exist_ok=True)
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.port = free_port()
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        self.processes[name] = subprocess.Popen(
+            args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def start_cluster(self, name: str = "cluster") -> None:
+        self._spawn(name, [sys.executable, "manage.py", "qcluster"])
+
+    def start_web(self) -> None:
+        gunicorn = str(Path(sys.executable).parent / "gunicorn")
+        self._spawn("web", [gunicorn, "sift_site.wsgi", "--bind", f"127.0.0.1:{self.port}", "--workers", "2"])
+        wait_for(self._web_answers, what="gunicorn to answer")
+
+    def _web_answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def get(self, path: str, key: str | None = None) -> bytes:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}")
+        if key:
+            request.add_header("Authorization", f"Bearer {key}")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return bytes(response.read())
+
+    def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
+        process = self.processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        # Signal the main process only: qcluster and gunicorn stop their children in order.
+        process.send_signal(sig)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def stop_all(self) -> None:
+        for name in list(self.processes):
+            self.stop(name)
+
+    def log(self, name: str) -> str:
+        path = self.tmp / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""

@@ -1,0 +1,211 @@
+"""The worker side of the lifecycle, in process: claim, store, fairness, busy retry, lost leases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import time_machine
+
+from batch import runner, worker
+from batch.models import BatchJob, BatchTarget, WorkerSlot
+
+from . import fetchers
+
+BASE = "https://upstream.test/"
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def fetch_dir(tmp_path, monkeypatch, settings):
+    monkeypatch.setenv("SIFT_TEST_FETCH_DIR", str(tmp_path))
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 10
+    settings.SIFT_BATCH_WORKERS = 1
+    return tmp_path
+
+
+def _submit(caller, *queries: str) -> BatchJob:
+    return runner.submit(caller, [f"{BASE}{i}?{q}" for i, q in enumerate(queries)]).job
+
+
+def _run_all() -> int:
+    return worker.drain(fetchers.scripted, budget=30)
+
+
+def test_a_drained_job_ends_done_with_one_result_per_target(agent):
+    caller, _ = agent
+    job = _submit(caller, "a=1", "b=1", "c=1")
+    assert _run_all() == 3
+    job.refresh_from_db()
+    assert (job.status, job.targets_done, job.targets_failed) == ("done", 3, 0)
+    assert job.finished_at is not None
+    assert job.n_bytes == sum(job.targets.values_list("n_bytes", flat=True)) > 0
+    results = list(job.targets.values_list("status", "attempts", "result__content"))
+    assert results == [("done", 1, f"content of {BASE}{i}?{q}") for i, q in enumerate(["a=1", "b=1", "c=1"])]
+
+
+def test_some_failing_targets_make_the_job_partial_and_all_failing_make_it_failed(agent):
+    caller, _ = agent
+    partial = _submit(caller, "ok=1", "fail=timeout")
+    failed = _submit(caller, "fail=blocked", "boom=1")
+    _run_all()
+    partial.refresh_from_db()
+    failed.refresh_from_db()
+    assert (partial.status, partial.targets_done, partial.targets_failed) == ("partial", 2, 1)
+    assert (failed.status, failed.targets_done, failed.targets_failed) == ("failed", 2, 2)
+    bad = partial.targets.get(idx=1)
+    assert (bad.outcome, bad.error, bad.hint, bad.result) == (
+        "timeout",
+        "scripted timeout",
+        "scripted hint",
+        None,
+    )
+    crashed = failed.targets.get(idx=1)
+    assert crashed.outcome == "internal"
+    assert "scripted crash" not in crashed.error
+
+
+def test_jobs_take_turns_one_target_each_in_submit_order(agent, make_caller, fetch_dir):
+    caller, _ = agent
+    other, _ = make_caller("other")
+    big = _submit(caller, *[f"big={i}" for i in range(4)])
+    small = _submit(other, "small=1")
+    _run_all()
+    order = [url.split("?")[1] for event, _, _, url in fetchers.read_calls(fetch_dir) if event == "start"]
+    assert order == ["big=0", "small=1", "big=1", "big=2", "big=3"]
+    big.refresh_from_db()
+    small.refresh_from_db()
+    assert big.status == small.status == "done"
+
+
+def test_a_claim_takes_a_slot_and_no_second_claim_fits_with_one_worker(agent):
+    caller, _ = agent
+    _submit(caller, "a=1", "b=1")
+    first = worker.claim_next_target()
+    assert first is not None
+    assert worker.claim_next_target() is None
+    assert WorkerSlot.objects.get(number=0).target_id == first.target_id
+    assert BatchJob.objects.get().status == "running"
+    worker.run_claim(first, fetchers.scripted)
+    assert WorkerSlot.objects.get(number=0).target_id is None
+    assert worker.claim_next_target() is not None
+
+
+def test_two_workers_hold_two_slots_and_never_three(agent, settings):
+    settings.SIFT_BATCH_WORKERS = 2
+    caller, _ = agent
+    _submit(caller, "a=1", "b=1", "c=1")
+    claims = [worker.claim_next_target() for _ in range(3)]
+    assert [c is not None for c in claims] == [True, True, False]
+
+
+def test_busy_twice_then_success_stores_the_result_with_attempts(agent, settings):
+    settings.SIFT_BATCH_RETRY_WAIT = 2
+    caller, _ = agent
+    job = _submit(caller, "busy=2")
+    with time_machine.travel(T0, tick=False) as clock:
+        for _ in range(3):
+            claim = worker.claim_next_target()
+            assert claim is not None
+            worker.run_claim(claim, fetchers.scripted)
+            assert worker.claim_next_target() is None  # waiting out RETRY_WAIT, or finished
+            clock.shift(timedelta(seconds=2.5))
+    target = job.targets.get()
+    assert (target.status, target.attempts) == ("done", 3)
+    assert BatchJob.objects.get().status == "done"
+
+
+def test_a_longer_retry_after_from_upstream_is_honoured(agent, settings):
+    settings.SIFT_BATCH_RETRY_WAIT = 2
+    caller, _ = agent
+    job = _submit(caller, "busy=1&wait=30")
+    with time_machine.travel(T0, tick=False):
+        worker.run_claim(worker.claim_next_target(), fetchers.scripted)
+    assert job.targets.get().not_before == T0 + timedelta(seconds=30)
+
+
+def test_always_busy_fails_busy_after_retry_for_while_other_jobs_finish(agent, make_caller, settings):
+    settings.SIFT_BATCH_RETRY_WAIT = 1
+    settings.SIFT_BATCH_RETRY_FOR = 5
+    caller, _ = agent
+    other, _ = make_caller("other")
+    stuck = _submit(caller, "busy=always")
+    fine = _submit(other, "ok=1")
+    with time_machine.travel(T0, tick=False) as clock:
+        for _ in range(20):
+            claim = worker.claim_next_target()
+            if claim:
+                worker.run_claim(claim, fetchers.scripted)
+            clock.shift(timedelta(seconds=1.1))
+    fine.refresh_from_db()
+    stuck.refresh_from_db()
+    assert fine.status == "done"
+    assert stuck.status == "failed"
+    target = stuck.targets.get()
+    assert target.outcome == "busy"
+    assert target.attempts >= 5
+
+
+def test_an_expired_claim_returns_to_pending_and_the_third_loss_fails_worker_lost(agent, settings):
+    settings.SIFT_BATCH_CLAIM_LEASE = 60
+    caller, _ = agent
+    job = _submit(caller, "a=1")
+    with time_machine.travel(T0, tick=False) as clock:
+        for lost in (1, 2):
+            assert worker.claim_next_target() is not None  # ... and the worker dies
+            clock.shift(timedelta(seconds=61))
+            assert worker.recover_lost_claims() == 1
+            target = job.targets.get()
+            assert (target.status, target.lost_leases, target.attempts) == ("pending", lost, lost)
+        stale = worker.claim_next_target()
+        clock.shift(timedelta(seconds=61))
+        worker.recover_lost_claims()
+        worker.run_claim(stale, fetchers.scripted)  # a late result from a presumed-dead worker
+    target = job.targets.get()
+    assert (target.status, target.outcome, target.attempts, target.result) == (
+        "failed",
+        "worker_lost",
+        3,
+        None,
+    )
+    job.refresh_from_db()
+    assert (job.status, job.targets_done, job.targets_failed) == ("failed", 1, 1)
+
+
+def test_a_late_result_after_the_lease_was_lost_is_not_stored_twice(agent, settings):
+    settings.SIFT_BATCH_CLAIM_LEASE = 60
+    caller, _ = agent
+    job = _submit(caller, "a=1")
+    with time_machine.travel(T0, tick=False) as clock:
+        slow = worker.claim_next_target()
+        clock.shift(timedelta(seconds=61))
+        fresh = worker.claim_next_target()  # recovers the lost claim and takes it again
+        assert fresh is not None
+        assert fresh.attempt == 2
+        worker.run_claim(fresh, fetchers.scripted)
+        worker.run_claim(slow, fetchers.scripted)
+    job.refresh_from_db()
+    assert (job.status, job.targets_done) == ("done", 1)
+    # The fresh claim's call ran first, so the stored result is the one numbered 1.
+    assert job.targets.get().result["meta"]["attempt"] == 1
+
+
+def test_cancel_with_a_target_in_flight_keeps_cancelled_and_stores_the_result(agent):
+    caller, _ = agent
+    job = _submit(caller, "a=1", "b=1", "c=1")
+    in_flight = worker.claim_next_target()
+    assert runner.cancel(job)
+    worker.run_claim(in_flight, fetchers.scripted)
+    assert worker.claim_next_target() is None
+    job.refresh_from_db()
+    assert (job.status, job.targets_done) == ("cancelled", 1)
+    assert list(job.targets.values_list("status", flat=True)) == ["done", "pending", "pending"]
+
+
+def test_nothing_is_claimed_from_a_cancelled_job(agent):
+    caller, _ = agent
+    job = _submit(caller, "a=1")
+    runner.cancel(job)
+    assert worker.claim_next_target() is None
+    assert not worker.has_unfinished_work()
+    assert BatchTarget.objects.get().status == "pending"
