@@ -8,7 +8,6 @@ function ``DELETE /v1/batch/{id}`` uses, and keys are issued by ``ApiKey.issue``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import admin, messages
@@ -57,46 +56,18 @@ def _result_size(target: BatchTarget) -> str:
     return filesizeformat(target.n_bytes) if target.status == TargetStatus.DONE else "-"
 
 
-class CodeFilter(admin.ChoicesFieldListFilter):
-    """A choice filter that lists codes as the API and the logs spell them (``upstream_4xx``)."""
-
-    def choices(self, changelist: Any) -> Iterator[Any]:
-        codes = {str(label): value for value, label in self.field.flatchoices}
-        for choice in super().choices(changelist):
-            yield {**choice, "display": codes.get(str(choice["display"]), choice["display"])}
-
-
-class ShowsCodes:
-    """Choice fields shown as their codes, not Django's generated labels (``Upstream 4Xx``).
-
-    Operators compare what they see with API answers and log lines, which use the codes.
-    """
-
-    @admin.display(description="status", ordering="status")
-    def status_code(self, obj: Any) -> str:
-        return str(obj.status)
-
-    @admin.display(description="outcome", ordering="outcome")
-    def outcome_code(self, obj: Any) -> str:
-        return str(obj.outcome or "-")
-
-    @admin.display(description="caller class", ordering="caller_class")
-    def caller_class_code(self, obj: Any) -> str:
-        return str(obj.caller_class)
-
-
 # --- jobs ------------------------------------------------------------------------------------
 
 
-class TargetInline(ShowsCodes, admin.TabularInline):
+class TargetInline(admin.TabularInline):
     """A job's targets, read-only; each row links to the target's page with its full result."""
 
     model = BatchTarget
     fields = (
         "target",
         "url_start",
-        "status_code",
-        "outcome_code",
+        "status",
+        "outcome",
         "attempts",
         "error",
         "hint",
@@ -140,17 +111,17 @@ class TargetInline(ShowsCodes, admin.TabularInline):
 
 
 @admin.register(BatchJob)
-class BatchJobAdmin(ShowsCodes, admin.ModelAdmin):
+class BatchJobAdmin(admin.ModelAdmin):
     list_display = [
         "id",
         "caller_name",
-        "caller_class_code",
-        "status_code",
+        "caller_class",
+        "status",
         "progress",
         "created_at",
         "expires",
     ]
-    list_filter = [("status", CodeFilter), ("caller_class", CodeFilter), "caller"]
+    list_filter = ["status", "caller_class", "caller"]
     search_fields = ["^id", "caller__name"]
     search_help_text = "A job id (or its first characters) or a caller name."
     list_select_related = ["caller"]
@@ -158,7 +129,7 @@ class BatchJobAdmin(ShowsCodes, admin.ModelAdmin):
     actions = ["cancel_selected"]
     inlines = [TargetInline]
     fieldsets = [
-        (None, {"fields": ["id", "caller", "caller_class_code", "status_code", "error"]}),
+        (None, {"fields": ["id", "caller", "caller_class", "status", "error"]}),
         (
             "Progress",
             {"fields": ["progress", "targets_total", "targets_done", "targets_failed", "result_bytes"]},
@@ -260,16 +231,16 @@ def cancel_report(n_cancelled: int, finished: list[BatchJob]) -> str:
 
 
 @admin.register(BatchTarget)
-class BatchTargetAdmin(ShowsCodes, admin.ModelAdmin):
+class BatchTargetAdmin(admin.ModelAdmin):
     """One target with its full result; fetched text is always escaped, never rendered."""
 
-    list_display = ["__str__", "status_code", "outcome_code", "attempts", "result_size"]
-    list_filter = [("status", CodeFilter), ("outcome", CodeFilter)]
+    list_display = ["__str__", "status", "outcome", "attempts", "result_size"]
+    list_filter = ["status", "outcome"]
     search_fields = ["=job__id"]
     search_help_text = "A whole job id."
     fieldsets = [
-        (None, {"fields": ["job", "idx", "target_url", "options_json", "status_code"]}),
-        ("Outcome", {"fields": ["outcome_code", "error", "hint", "attempts"]}),
+        (None, {"fields": ["job", "idx", "target_url", "options_json", "status"]}),
+        ("Outcome", {"fields": ["outcome", "error", "hint", "attempts"]}),
         ("Result", {"fields": ["result_size", "content", "meta"]}),
         (
             "Scheduling",
@@ -331,11 +302,11 @@ class BatchTargetAdmin(ShowsCodes, admin.ModelAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(ShowsCodes, admin.ModelAdmin):
+class ApiKeyAdmin(admin.ModelAdmin):
     """Callers. A new key is shown once, on the page that answers the create form."""
 
-    list_display = ["name", "workspace", "caller_class_code", "active", "created_at", "last_used_at"]
-    list_filter = ["active", ("caller_class", CodeFilter)]
+    list_display = ["name", "workspace", "caller_class", "active", "created_at", "last_used_at"]
+    list_filter = ["active", "caller_class"]
     search_fields = ["name", "workspace"]
     ordering = ["name"]
     actions = ["revoke_selected"]

@@ -5,7 +5,7 @@ from django.apps import AppConfig
 
 class BatchConfig(AppConfig):
     name = "batch"
-    verbose_name = "Batch jobs"
+    verbose_name = "sift"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -23,9 +23,12 @@ def hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
+# Every choice's label is its code: operators compare the admin with API answers and log lines.
+
+
 class CallerClass(models.TextChoices):
-    FLEET = "fleet"
-    RESTRICTED = "restricted"
+    FLEET = "fleet", "fleet"
+    RESTRICTED = "restricted", "restricted"
 
 
 class ApiKey(models.Model):
@@ -64,12 +67,12 @@ class ApiKey(models.Model):
 
 
 class JobStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    PARTIAL = "partial"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    PARTIAL = "partial", "partial"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
 
 
 LIVE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
@@ -79,26 +82,26 @@ REUSABLE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE, JobSta
 
 
 class TargetStatus(models.TextChoices):
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
+    PENDING = "pending", "pending"
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
 
 
 class Outcome(models.TextChoices):
     """Why a target failed (SPEC §5.8); a successful target has none."""
 
-    INVALID_REQUEST = "invalid_request"
-    BLOCKED = "blocked"
-    UNSUPPORTED = "unsupported"
-    TOO_LONG = "too_long"
-    BUSY = "busy"
-    UPSTREAM_4XX = "upstream_4xx"
-    UPSTREAM_5XX = "upstream_5xx"
-    TIMEOUT = "timeout"
-    FILTER_TIMEOUT = "filter_timeout"
-    WORKER_LOST = "worker_lost"
-    INTERNAL = "internal"
+    INVALID_REQUEST = "invalid_request", "invalid_request"
+    BLOCKED = "blocked", "blocked"
+    UNSUPPORTED = "unsupported", "unsupported"
+    TOO_LONG = "too_long", "too_long"
+    BUSY = "busy", "busy"
+    UPSTREAM_4XX = "upstream_4xx", "upstream_4xx"
+    UPSTREAM_5XX = "upstream_5xx", "upstream_5xx"
+    TIMEOUT = "timeout", "timeout"
+    FILTER_TIMEOUT = "filter_timeout", "filter_timeout"
+    WORKER_LOST = "worker_lost", "worker_lost"
+    INTERNAL = "internal", "internal"
 
 
 class SubmitLock(models.Model):

@@ -136,8 +136,8 @@ def test_job_list_shows_id_caller_class_status_progress_created_and_expires(
     assert response.status_code == 200
     row = list_rows(response)[job.id]
     assert row["caller_name"] == "crawler"
-    assert row["caller_class_code"] == "restricted"
-    assert row["status_code"] == "running"
+    assert row["caller_class"] == "restricted"
+    assert row["status"] == "running"
     assert row["progress"] == "2/3, 1 failed"
     assert row["created_at"] == "Jan. 1, 2026, 12:30 p.m."
     assert row["expires"] == "Jan. 2, 2026, 12:30 p.m."
@@ -531,7 +531,7 @@ def test_key_list_shows_name_workspace_class_active_created_and_last_used(
 
     assert list(rows) == ["revoked", "used"]
     assert rows["used"]["workspace"] == "research"
-    assert rows["used"]["caller_class_code"] == "restricted"
+    assert rows["used"]["caller_class"] == "restricted"
     assert rows["used"]["created_at"] == "Jan. 1, 2026, 12:30 p.m."
     assert rows["used"]["last_used_at"] == "Jan. 2, 2026, 12:30 p.m."
     page = admin_client.get(KEYS_URL).content.decode()

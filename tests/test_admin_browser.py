@@ -115,7 +115,7 @@ def test_operator_filters_opens_a_job_and_a_target_then_cancels_two_live_jobs(
     page.locator("#changelist-filter").get_by_role("link", name="queued", exact=True).click()
     page.wait_for_url("**/admin/batch/batchjob/?status__exact=queued")
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
-    expect(row_of(page, queued).locator(".field-status_code")).to_have_text("queued")
+    expect(row_of(page, queued).locator(".field-status")).to_have_text("queued")
 
     page.goto(f"{live_server.url}/admin/batch/batchjob/")
     page.get_by_role("link", name=finished, exact=True).click()
@@ -139,6 +139,6 @@ def test_operator_filters_opens_a_job_and_a_target_then_cancels_two_live_jobs(
 
     expect(page.locator(".messagelist")).to_have_text("2 cancelled, 0 already finished")
     for job in (queued, running):
-        expect(row_of(page, job).locator(".field-status_code")).to_have_text("cancelled")
+        expect(row_of(page, job).locator(".field-status")).to_have_text("cancelled")
         assert api_job(live_server.url, console.raw_key, job)["status"] == "cancelled"
-    expect(row_of(page, finished).locator(".field-status_code")).to_have_text("partial")
+    expect(row_of(page, finished).locator(".field-status")).to_have_text("partial")
