@@ -1,0 +1,470 @@
+"""The one way out to upstream sites (SPEC §5.1, §5.2): ``download(url) -> Download``.
+
+Every hop goes through ``guard.check_url`` and then to one of the addresses the guard vetted:
+urllib3 is handed the IP address as the host, while ``server_hostname`` carries the URL's host
+name, so TLS still sends it (SNI) and verifies the certificate against it. Redirects are
+followed here, never by the library, so each hop is checked again.
+
+HTTP statuses are returned, not raised; the caller maps them. The only exception that leaves
+this module is ``FetchError``. See docs/fetch-client.md for the outcome choices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import http.client
+import re
+import socket
+import ssl
+import threading
+import time
+import zlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+from urllib.parse import urljoin
+
+import certifi
+from django.conf import settings
+from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, Timeout
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ReadTimeoutError, SSLError
+from urllib3.response import BaseHTTPResponse
+
+from batch.fetch import guard
+from batch.fetch.errors import FetchError
+
+USER_AGENT = "sift/0.1 (+https://github.com/sift/sift; a reader for AI agents)"
+ACCEPT = "text/html,application/xhtml+xml,application/json,application/pdf,text/plain;q=0.9,*/*;q=0.8"
+MAX_REDIRECTS = 5
+MAX_ENCODINGS = 2
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+CA_BUNDLE = certifi.where()  # read at each download, so tests can trust their own CA
+
+_READ_SIZE = 64 * 1024
+_OWNED_HEADERS = frozenset(
+    {"host", "accept-encoding", "connection", "content-length", "transfer-encoding", "te"}
+)
+_CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_HEADER_VALUE_FORBIDDEN = re.compile(r"[\r\n\x00]")
+# zlib window bits per content coding; "deflate" is meant to be zlib-wrapped, but many
+# servers send raw deflate, so that is tried second.
+_WBITS = {"gzip": (31,), "x-gzip": (31,), "deflate": (15, -15)}
+_UNREACHABLE_HINT = "The site could not be reached; check the host name or retry later."
+_LIBRARY_ERRORS = (HTTPError, http.client.HTTPException, OSError)
+
+
+@dataclass(frozen=True)
+class Download:
+    """What the upstream answered: any status, the decompressed body and its declared type."""
+
+    url: str
+    final_url: str
+    status: int
+    headers: dict[str, str]  # lower-cased names; repeated headers joined with ", "
+    content_type: str  # declared media type, lower-cased, without parameters; "" when none
+    charset: str | None
+    body: bytes
+    elapsed_ms: int
+
+
+class _Deadline:
+    """The total time of one download, enforced by shutting its sockets down when it runs out.
+
+    A read blocked in the kernel cannot look at a clock, and a server that drips a byte a
+    second never trips a per-read timeout; shutting the socket down from a timer thread is
+    what wakes the read. A socket shut down this way can look like a clean end of body, so the
+    reader asks ``check()`` after the last read.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expires = time.monotonic() + seconds
+        self.fired = False
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._token: contextvars.Token[_Deadline | None] | None = None
+
+    def __enter__(self) -> _Deadline:
+        self._token = _current_deadline.set(self)
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self._timer.cancel()
+        self.release()
+        if self._token is not None:
+            _current_deadline.reset(self._token)
+
+    @property
+    def expired(self) -> bool:
+        return self.fired or time.monotonic() >= self.expires
+
+    def remaining(self) -> float:
+        return max(0.0, self.expires - time.monotonic())
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.fired:
+                _shutdown(sock)
+
+    def release(self) -> None:
+        """Forget the sockets before they are closed, so a late timer never touches a reused fd."""
+        with self._lock:
+            self._sockets.clear()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            for sock in self._sockets:
+                _shutdown(sock)
+
+    def error(self) -> FetchError:
+        return FetchError(
+            "timeout",
+            f"the site did not finish answering within {self.seconds:g} s",
+            "The site is too slow or stalled; retry later, or try another URL for the same content.",
+        )
+
+    def check(self) -> None:
+        if self.expired:
+            raise self.error()
+
+
+_current_deadline: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar(
+    "sift_fetch_deadline", default=None
+)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    # The plain socket method on purpose: SSLSocket.shutdown would also drop its TLS state under
+    # the reading thread's feet; shutting the descriptor down is enough to wake it. OSError: the
+    # socket is already closed, so there is nothing left to wake.
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _watch(sock: socket.socket | None) -> None:
+    deadline = _current_deadline.get()
+    if deadline is not None and sock is not None:
+        deadline.watch(sock)
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        _watch(self.sock)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        _watch(self.sock)
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(ca_bundle: str) -> ssl.SSLContext:
+    # Verifies the chain and the host name. The handshake needs no watching: Python bounds a
+    # whole handshake by the socket timeout, which is the connect timeout capped by the deadline.
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+def _pool(destination: guard.Destination, address: str, deadline: _Deadline) -> HTTPConnectionPool:
+    left = max(deadline.remaining(), 0.01)  # urllib3 refuses a zero timeout
+    timeout = Timeout(connect=min(float(settings.SIFT_FETCH_CONNECT_TIMEOUT), left), read=left)
+    if destination.scheme == "https":
+        return _HTTPSPool(
+            address,
+            destination.port,
+            timeout=timeout,
+            maxsize=1,
+            retries=False,
+            server_hostname=destination.host,
+            ssl_context=_tls_context(CA_BUNDLE),
+        )
+    return _HTTPPool(address, destination.port, timeout=timeout, maxsize=1, retries=False)
+
+
+def _urlopen(
+    destination: guard.Destination, address: str, headers: dict[str, str], deadline: _Deadline
+) -> BaseHTTPResponse:
+    deadline.check()
+    pool = _pool(destination, address, deadline)
+    return pool.urlopen(
+        "GET",
+        destination.path,
+        headers=headers,
+        redirect=False,
+        retries=False,
+        assert_same_host=False,
+        preload_content=False,
+        decode_content=False,
+    )
+
+
+def _connect_first(
+    destination: guard.Destination, headers: dict[str, str], deadline: _Deadline
+) -> BaseHTTPResponse:
+    """Send the request to the first vetted address that accepts a connection."""
+    *others, last = destination.addresses
+    for address in others:
+        try:
+            return _urlopen(destination, address, headers, deadline)
+        except ConnectTimeoutError:  # NewConnectionError included: refused or unreachable
+            continue
+    return _urlopen(destination, last, headers, deadline)
+
+
+@contextmanager
+def _exchange(
+    destination: guard.Destination, headers: dict[str, str], deadline: _Deadline
+) -> Iterator[BaseHTTPResponse]:
+    response = _connect_first(destination, headers, deadline)
+    try:
+        yield response
+    finally:
+        deadline.release()
+        response.close()
+
+
+def _caller_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    checked = dict(headers or {})
+    for name, value in checked.items():
+        if not _HEADER_NAME.match(name) or _HEADER_VALUE_FORBIDDEN.search(value):
+            raise FetchError(
+                "invalid_request",
+                "a request header is malformed",
+                "Header names are tokens; values hold no line breaks or NUL bytes.",
+            )
+    return checked
+
+
+def _request_headers(
+    destination: guard.Destination, extra: dict[str, str], same_origin: bool
+) -> dict[str, str]:
+    headers = {"User-Agent": USER_AGENT, "Accept": ACCEPT}
+    for name, value in extra.items():
+        key = name.lower()
+        if key in _OWNED_HEADERS or (key in _CREDENTIAL_HEADERS and not same_origin):
+            continue
+        headers = {k: v for k, v in headers.items() if k.lower() != key}
+        headers[name] = value
+    headers["Host"] = destination.host_header
+    headers["Accept-Encoding"] = "gzip, deflate"
+    return headers
+
+
+def _too_long() -> FetchError:
+    limit = int(settings.SIFT_FETCH_MAX_BYTES)
+    return FetchError(
+        "too_long",
+        f"the body is larger than {limit} bytes once decompressed",
+        f"sift reads at most {limit / 2**20:.1f} MiB of a document; fetch a smaller document "
+        "or a narrower URL.",
+    )
+
+
+def _codings(headers: Mapping[str, str]) -> list[str]:
+    names = [name.strip().lower() for name in headers.get("content-encoding", "").split(",")]
+    codings = [name for name in names if name and name != "identity"]
+    if len(codings) > MAX_ENCODINGS:
+        raise FetchError(
+            "unsupported",
+            f"the body has {len(codings)} content encodings; sift undoes at most {MAX_ENCODINGS}",
+            "The site stacks too many compression layers; try another URL for the same content.",
+        )
+    unknown = [name for name in codings if name not in _WBITS]
+    if unknown:
+        raise FetchError(
+            "unsupported",
+            f"the content encoding {unknown[0]!r} is not supported",
+            "sift understands gzip and deflate only; try another URL for the same content.",
+        )
+    return codings
+
+
+def _slack(limit: int) -> int:
+    """Room for compression overhead: deflate grows incompressible data by well under 0.1%."""
+    return limit + limit // 1000 + 1024
+
+
+def _read_raw(response: BaseHTTPResponse, limit: int, deadline: _Deadline) -> bytes:
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_long()
+    body = bytearray()
+    while chunk := response.read1(_READ_SIZE):
+        body += chunk
+        if len(body) > limit:
+            raise _too_long()
+        deadline.check()
+    deadline.check()
+    return bytes(body)
+
+
+def _inflate_members(data: bytes, wbits: int, limit: int) -> bytes:
+    """Decompress at most ``limit + 1`` bytes; a gzip body may hold several members."""
+    out = bytearray()
+    first = True
+    while data:
+        decoder = zlib.decompressobj(wbits)
+        try:
+            out += decoder.decompress(data, limit + 1 - len(out))
+        except zlib.error:
+            if first:
+                raise
+            break  # bytes after a complete member are ignored, as browsers do
+        if len(out) > limit:
+            raise _too_long()
+        if not decoder.eof:
+            break  # a truncated stream: keep what arrived
+        data, first = decoder.unused_data, False
+    return bytes(out)
+
+
+def _inflate(data: bytes, coding: str, limit: int) -> bytes:
+    for wbits in _WBITS[coding]:
+        try:
+            return _inflate_members(data, wbits, limit)
+        except zlib.error:
+            continue
+    raise FetchError(
+        "upstream_5xx",
+        f"the body could not be decompressed ({coding})",
+        "The site sent a damaged response; retry later.",
+    )
+
+
+def _decode(body: bytes, codings: list[str], limit: int) -> bytes:
+    """Undo the codings, last applied first; the middle layer may be a little over the limit."""
+    for position, coding in enumerate(reversed(codings)):
+        body = _inflate(body, coding, limit if position == len(codings) - 1 else _slack(limit))
+    return body
+
+
+def _lower_headers(response: BaseHTTPResponse) -> dict[str, str]:
+    return {name.lower(): response.headers[name] for name in response.headers}
+
+
+def _media_type(value: str) -> tuple[str, str | None]:
+    media, _, params = value.partition(";")
+    charset = None
+    for param in params.split(";"):
+        name, _, raw = param.partition("=")
+        if name.strip().lower() == "charset" and raw.strip().strip("\"'"):
+            charset = raw.strip().strip("\"'").lower()
+    return media.strip().lower(), charset
+
+
+@dataclass(frozen=True)
+class _Answer:
+    final_url: str
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def _check_hop(url: str, hop: int) -> guard.Destination:
+    try:
+        return guard.check_url(url)
+    except FetchError as exc:
+        if hop == 0 or exc.outcome != "blocked":
+            raise
+        raise FetchError("blocked", f"the site redirected to a refused URL: {exc.message}", exc.hint) from exc
+
+
+def _receive(url: str, response: BaseHTTPResponse, deadline: _Deadline) -> _Answer:
+    headers = _lower_headers(response)
+    codings = _codings(headers)
+    limit = int(settings.SIFT_FETCH_MAX_BYTES)
+    raw = _read_raw(response, _slack(limit) if codings else limit, deadline)
+    return _Answer(url, response.status, headers, _decode(raw, codings, limit))
+
+
+def _follow(url: str, extra: dict[str, str], deadline: _Deadline) -> _Answer:
+    current, origin = url, None
+    for hop in range(MAX_REDIRECTS + 1):
+        destination = _check_hop(current, hop)
+        origin = origin or destination.origin
+        headers = _request_headers(destination, extra, same_origin=destination.origin == origin)
+        with _exchange(destination, headers, deadline) as response:
+            location = response.headers.get("location") if response.status in REDIRECT_STATUSES else None
+            if not location:
+                return _receive(current, response, deadline)
+        current = urljoin(current, location.strip().replace(" ", "%20"))  # as browsers do
+    raise FetchError(
+        "blocked",
+        f"the site redirected more than {MAX_REDIRECTS} times",
+        "Fetch the final URL directly, or check the URL for a redirect loop.",
+    )
+
+
+def _library_failure(exc: Exception, deadline: _Deadline) -> FetchError:
+    """Turn a urllib3, http.client, ssl or socket error into the outcome an agent can act on."""
+    if deadline.expired:
+        return deadline.error()
+    if isinstance(exc, NewConnectionError):  # before ConnectTimeoutError: it is a subclass
+        return FetchError(
+            "upstream_5xx", "the connection to the site was refused or failed", _UNREACHABLE_HINT
+        )
+    if isinstance(exc, ConnectTimeoutError):
+        seconds = min(float(settings.SIFT_FETCH_CONNECT_TIMEOUT), deadline.seconds)
+        return FetchError(
+            "timeout",
+            f"the site did not accept a connection within {seconds:g} s",
+            "The site is down or slow; retry later.",
+        )
+    if isinstance(exc, ReadTimeoutError | TimeoutError):
+        return FetchError(
+            "timeout", "the site stopped answering", "The site is slow or stalled; retry later."
+        )
+    if isinstance(exc, SSLError | ssl.SSLError | ssl.CertificateError):
+        return FetchError(
+            "upstream_5xx",
+            "the secure connection to the site failed (TLS or certificate error)",
+            "The site's certificate may be invalid for this host name or expired; "
+            "check the host name or retry later.",
+        )
+    return FetchError("upstream_5xx", "the connection to the site failed or broke off", _UNREACHABLE_HINT)
+
+
+def download(url: str, *, headers: Mapping[str, str] | None = None) -> Download:
+    """GET ``url`` through the guard, following up to five redirects, within the deadline.
+
+    Raises ``FetchError`` only: ``blocked``, ``timeout``, ``too_long``, ``unsupported``,
+    ``upstream_5xx`` (no upstream status: the site could not be reached or sent garbage) and
+    ``invalid_request`` (malformed ``headers``). Any HTTP status is returned, not raised.
+    """
+    started = time.monotonic()
+    extra = _caller_headers(headers)
+    with _Deadline(float(settings.SIFT_FETCH_TIMEOUT)) as deadline:
+        try:
+            answer = _follow(url, extra, deadline)
+        except _LIBRARY_ERRORS as exc:
+            raise _library_failure(exc, deadline) from exc
+    content_type, charset = _media_type(answer.headers.get("content-type", ""))
+    return Download(
+        url=url,
+        final_url=answer.final_url,
+        status=answer.status,
+        headers=answer.headers,
+        content_type=content_type,
+        charset=charset,
+        body=answer.body,
+        elapsed_ms=int((time.monotonic() - started) * 1000),
+    )

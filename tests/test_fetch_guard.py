@@ -1,0 +1,393 @@
+"""The SSRF guard (SPEC §5.1): which URLs and addresses may be fetched, and why not.
+
+Host names are resolved by a stand-in resolver; numeric spellings go through the real
+``getaddrinfo`` with ``AI_NUMERICHOST``, which parses and never asks DNS.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+from pytest_django.fixtures import Settings
+
+from batch.fetch import guard
+from batch.fetch.errors import FetchError
+
+LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+PUBLIC = "93.184.215.14"
+REAL_RESOLVE = guard.resolve
+
+
+def numeric_resolve(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    return [str(info[4][0]) for info in infos]
+
+
+def resolver_for(names: dict[str, list[str]]) -> Callable[[str, int], list[str]]:
+    def resolve(host: str, port: int) -> list[str]:
+        if host in names:
+            return names[host]
+        if host == "localhost":
+            return REAL_RESOLVE(host, port)  # /etc/hosts, never DNS
+        return numeric_resolve(host, port)
+
+    return resolve
+
+
+@pytest.fixture(autouse=True)
+def no_allowlist(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings.SIFT_FETCH_ALLOW_CIDRS = ()
+    settings.SIFT_FETCH_ALLOW_PORTS = frozenset({80, 443, 8080, 8443})
+    monkeypatch.setattr(guard, "resolve", numeric_resolve)
+
+
+def refusal(url: str) -> FetchError:
+    with pytest.raises(FetchError) as caught:
+        guard.check_url(url)
+    return caught.value
+
+
+def teredo(client: str, server: str = "65.54.227.120") -> str:
+    """The Teredo address of ``client``: the client's IPv4 address is stored inverted."""
+    value = (0x20010000 << 96) | (int(ipaddress.IPv4Address(server)) << 64) | 0xFFFFFFFF
+    value ^= 0xFFFFFFFF ^ (~int(ipaddress.IPv4Address(client)) & 0xFFFFFFFF)
+    return str(ipaddress.IPv6Address(value))
+
+
+REFUSED_ADDRESSES = [
+    ("127.0.0.1", "loopback"),
+    ("127.255.255.254", "loopback"),
+    ("0.0.0.0", "unspecified"),
+    ("0.1.2.3", "unspecified"),
+    ("10.0.0.7", "private"),
+    ("172.16.0.1", "private"),
+    ("172.31.255.254", "private"),
+    ("192.168.1.1", "private"),
+    ("100.64.0.1", "carrier-grade NAT"),
+    ("100.127.255.254", "carrier-grade NAT"),
+    ("169.254.169.254", "link-local"),
+    ("198.18.0.1", "benchmarking"),
+    ("198.19.255.254", "benchmarking"),
+    ("224.0.0.1", "multicast"),
+    ("239.255.255.250", "multicast"),
+    ("240.0.0.1", "reserved"),
+    ("255.255.255.255", "reserved"),
+    ("192.0.0.8", "reserved"),
+    ("192.0.2.1", "documentation"),
+    ("198.51.100.1", "documentation"),
+    ("203.0.113.1", "documentation"),
+    ("::", "unspecified"),
+    ("::1", "loopback"),
+    ("fe80::1", "link-local"),
+    ("fc00::1", "private"),
+    ("fd12:3456::1", "private"),
+    ("fec0::1", "private"),
+    ("ff02::1", "multicast"),
+    ("2001:db8::1", "documentation"),
+    ("100::1", "reserved"),
+    ("::ffff:127.0.0.1", "loopback"),
+    ("::ffff:10.0.0.1", "private"),
+    ("::127.0.0.1", "loopback, inside an IPv4-compatible address"),
+    ("::ffff:0:127.0.0.1", "loopback, inside an IPv4-translated address"),
+    ("64:ff9b::7f00:1", "loopback, inside a NAT64 address"),
+    ("64:ff9b::a9fe:a9fe", "link-local, inside a NAT64 address"),
+    ("64:ff9b:1::7f00:1", "loopback, inside a NAT64 address"),
+    ("2002:7f00:1::1", "loopback, inside a 6to4 address"),
+    ("2002:a00:1::1", "private, inside a 6to4 address"),
+    (teredo("127.0.0.1"), "loopback, inside a Teredo address"),
+    ("64:ff9b::808:808", "the address is a NAT64 address"),
+    ("2002:808:808::1", "the address is a 6to4 address"),
+    (teredo("8.8.8.8"), "the address is a Teredo address"),
+]
+
+
+@pytest.mark.parametrize(("address", "reason"), REFUSED_ADDRESSES)
+def test_non_public_address_is_refused_with_its_reason(address: str, reason: str) -> None:
+    found = guard.address_refusal(ipaddress.ip_address(address))
+
+    assert found is not None
+    assert reason in found
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", PUBLIC, "2606:4700:4700::1111", "::ffff:8.8.8.8"])
+def test_public_address_passes(address: str) -> None:
+    assert guard.address_refusal(ipaddress.ip_address(address)) is None
+
+
+def test_allowed_network_lets_its_addresses_through() -> None:
+    assert guard.address_refusal(ipaddress.ip_address("127.0.0.1"), LOOPBACK) is None
+    assert guard.address_refusal(ipaddress.ip_address("::ffff:127.0.0.1"), LOOPBACK) is None
+    assert guard.address_refusal(ipaddress.ip_address("10.0.0.1"), LOOPBACK) is not None
+
+
+def test_allowed_ipv4_network_does_not_open_its_nat64_form() -> None:
+    assert (
+        guard.address_refusal(ipaddress.ip_address("64:ff9b::7f00:1"), LOOPBACK)
+        == "the address is a NAT64 address"
+    )
+
+
+LOOPBACK_SPELLINGS = [
+    "127.0.0.1",
+    "127.1",
+    "0x7f.1",
+    "2130706433",
+    "0177.0.0.1",
+    "0x7f000001",
+    "127.0.0x1",
+    "localhost",
+    "[::1]",
+    "[::ffff:127.0.0.1]",
+    "[::ffff:7f00:1]",
+    "[::127.0.0.1]",
+    "[64:ff9b::7f00:1]",
+    "[2002:7f00:1::]",
+]
+
+
+@pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
+def test_every_spelling_of_loopback_is_blocked(host: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard, "resolve", resolver_for({}))
+
+    error = refusal(f"http://{host}/")
+
+    assert error.outcome == "blocked"
+    assert "loopback" in error.message
+    assert "loopback" in error.hint
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("file:///etc/passwd", "'file'"),
+        ("gopher://example.test/", "'gopher'"),
+        ("ftp://example.test/", "'ftp'"),
+        ("//example.test/", "'(none)'"),
+        ("http://user:secret@example.test/", "credentials"),
+        ("http:///path", "no host"),
+        ("http://example.test:99999/", "cannot be parsed"),
+        ("http://exa mple.test/", "control characters"),
+    ],
+)
+def test_url_that_is_not_plain_http_is_blocked(url: str, reason: str) -> None:
+    error = refusal(url)
+
+    assert error.outcome == "blocked"
+    assert reason in error.message
+
+
+def test_host_name_resolving_to_private_address_is_blocked_without_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(guard, "resolve", resolver_for({"internal.test": ["10.0.0.7"]}))
+
+    error = refusal("http://internal.test/admin")
+
+    assert error.outcome == "blocked"
+    assert "private" in error.message
+    for secret in ("10.0.0.7", "internal.test"):
+        assert secret not in error.message
+        assert secret not in error.hint
+
+
+@pytest.mark.parametrize("answers", [[PUBLIC, "10.0.0.7"], ["10.0.0.7", PUBLIC], [PUBLIC, "::1"]])
+def test_name_with_one_public_and_one_private_address_is_blocked(
+    answers: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(guard, "resolve", resolver_for({"mixed.test": answers}))
+
+    assert refusal("https://mixed.test/").outcome == "blocked"
+
+
+def test_name_with_public_addresses_passes_with_every_address_for_the_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(guard, "resolve", resolver_for({"public.test": [PUBLIC, "8.8.8.8"]}))
+
+    destination = guard.check_url("https://public.test/a%20b/ü?q=1#frag")
+
+    assert destination.addresses == (PUBLIC, "8.8.8.8")
+    assert (destination.scheme, destination.host, destination.port) == ("https", "public.test", 443)
+    assert destination.path == "/a%20b/%C3%BC?q=1"
+    assert destination.host_header == "public.test"
+
+
+def test_name_is_resolved_once_per_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def resolve(host: str, port: int) -> list[str]:
+        calls.append(host)
+        return [PUBLIC]
+
+    monkeypatch.setattr(guard, "resolve", resolve)
+
+    guard.check_url("http://public.test:8080/")
+
+    assert calls == ["public.test"]
+
+
+def test_international_host_name_is_resolved_in_its_ascii_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard, "resolve", resolver_for({"xn--bcher-kva.test": [PUBLIC]}))
+
+    destination = guard.check_url("http://bücher.test:8080/")
+
+    assert destination.host == "xn--bcher-kva.test"
+    assert destination.host_header == "xn--bcher-kva.test:8080"
+
+
+def test_port_not_allowed_is_blocked_before_any_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(guard, "resolve", lambda host, port: calls.append(host) or [PUBLIC])
+
+    error = refusal("http://public.test:8081/")
+
+    assert error.outcome == "blocked"
+    assert "port 8081" in error.message
+    assert "80, 443, 8080, 8443" in error.hint
+    assert calls == []
+
+
+def test_any_port_is_allowed_when_every_address_is_inside_an_allowed_network(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
+    monkeypatch.setattr(
+        guard, "resolve", resolver_for({"dev.test": ["127.0.0.1"], "half.test": ["127.0.0.1", PUBLIC]})
+    )
+
+    assert guard.check_url("http://dev.test:9999/").port == 9999
+    assert "port 9999" in refusal("http://half.test:9999/").message
+
+
+def test_host_name_that_does_not_resolve_is_upstream_5xx(monkeypatch: pytest.MonkeyPatch) -> None:
+    def resolve(host: str, port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(guard, "resolve", resolve)
+
+    error = refusal("https://no-such-host.test/")
+
+    assert error.outcome == "upstream_5xx"
+    assert error.upstream_status is None
+    assert "check the host name" in error.hint
+
+
+def test_resolver_answer_that_is_not_an_address_is_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard, "resolve", resolver_for({"odd.test": ["not-an-address"]}))
+
+    assert refusal("http://odd.test/").outcome == "blocked"
+
+
+def test_real_resolver_answers_localhost_with_loopback() -> None:
+    answers = set(REAL_RESOLVE("localhost", 80))
+
+    assert answers
+    assert answers <= {"127.0.0.1", "::1"}
+
+
+# Property tests -------------------------------------------------------------------------------
+
+
+def spell(value: int, radix: str) -> str:
+    return {"dec": str(value), "hex": hex(value), "HEX": f"0X{value:X}", "oct": f"0{value:o}"}[radix]
+
+
+@st.composite
+def ipv4_spellings(draw: st.DrawFn, network: str) -> tuple[ipaddress.IPv4Address, str]:
+    """An address of ``network`` and one of the many ways inet_aton lets you write it."""
+    net = ipaddress.IPv4Network(network)
+    value = draw(st.integers(int(net.network_address), int(net.broadcast_address)))
+    octets = list(value.to_bytes(4, "big"))
+    parts = draw(
+        st.sampled_from(
+            [[value], [octets[0], value & 0xFFFFFF], [octets[0], octets[1], value & 0xFFFF], octets],
+        )
+    )
+    radices = draw(
+        st.lists(st.sampled_from(["dec", "hex", "HEX", "oct"]), min_size=len(parts), max_size=len(parts))
+    )
+    return ipaddress.IPv4Address(value), ".".join(spell(p, r) for p, r in zip(parts, radices, strict=True))
+
+
+@pytest.mark.parametrize(("network", "reason"), [("127.0.0.0/8", "loopback"), ("10.0.0.0/8", "private")])
+@hypothesis_settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_every_numeric_spelling_of_a_refused_address_is_blocked(
+    network: str, reason: str, data: st.DataObject
+) -> None:
+    address, spelling = data.draw(ipv4_spellings(network))
+    assert numeric_resolve(spelling, 80) == [str(address)]  # the spelling really means that address
+
+    error = refusal(f"http://{spelling}/")
+
+    assert error.outcome == "blocked"
+    assert reason in error.message
+
+
+# The IANA special-purpose registries, written out independently of the guard's tables, plus
+# multicast and the ranges Python does not call global.
+SPECIAL_V4 = [
+    ipaddress.IPv4Network(cidr)
+    for cidr in [
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.31.196.0/24",
+        "192.52.193.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "192.175.48.0/24",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+    ]
+]
+SPECIAL_V6 = [
+    ipaddress.IPv6Network(cidr) for cidr in ["2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20"]
+]
+GLOBAL_V6 = ipaddress.IPv6Network("2000::/3")
+
+
+@given(
+    st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address).filter(lambda a: not any(a in n for n in SPECIAL_V4))
+)
+def test_random_public_ipv4_address_passes(address: ipaddress.IPv4Address) -> None:
+    assert guard.address_refusal(address) is None
+
+
+@given(
+    st.integers(int(GLOBAL_V6.network_address), int(GLOBAL_V6.broadcast_address))
+    .map(ipaddress.IPv6Address)
+    .filter(lambda a: not any(a in n for n in SPECIAL_V6))
+)
+def test_random_global_unicast_ipv6_address_passes(address: ipaddress.IPv6Address) -> None:
+    assert guard.address_refusal(address) is None
+
+
+@given(st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)))
+def test_guard_never_passes_an_address_python_calls_non_global(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> None:
+    if guard.address_refusal(address) is None:
+        assert guard.unwrap(address).is_global
+
+
+@given(st.sampled_from(SPECIAL_V4[:6] + SPECIAL_V4[-3:]).flatmap(lambda n: st.ip_addresses(network=n)))
+def test_random_address_in_a_non_public_ipv4_range_is_refused(address: ipaddress.IPv4Address) -> None:
+    assert guard.address_refusal(address) is not None
+    assert guard.address_refusal(ipaddress.IPv6Address(f"::ffff:{address}")) is not None
