@@ -1,0 +1,180 @@
+"""Downloaded bytes → agent-ready text (SPEC §5.3), narrowed as the options ask (§5.4).
+
+``extract`` is the one entry point: it decides what the body is, turns it into text (HTML main
+content, PDF pages, pretty JSON or a jq view, plain text), applies ``grep`` and ``question``,
+enforces ``FETCH_MAX_CHARS`` and cleans what it returns. It raises only ``FetchError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.conf import settings
+
+from batch.fetch.errors import FetchError
+from batch.fetch.html_text import html_text
+from batch.fetch.json_text import NotJson, json_text
+from batch.fetch.narrow import narrow
+from batch.fetch.pdf_text import pdf_text
+from batch.fetch.sniff import (
+    HTML_TYPES,
+    UNSUPPORTED_HINT,
+    clean_text,
+    declared_charset,
+    decode_text,
+    media_type,
+    sniff_kind,
+)
+from batch.targets import TargetOptions
+
+# Extracted text that grep or question will narrow may be this long before narrowing.
+NARROWABLE_CHARS = 10_000_000
+DEFAULT_MEDIA_TYPES = {
+    "html": "text/html",
+    "pdf": "application/pdf",
+    "json": "application/json",
+    "text": "text/plain",
+}
+NARROW_HINT = (
+    "Narrow it: pages for a PDF, grep for matching lines, question for the relevant passages, jq for JSON."
+)
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """The content of one document, and the envelope fields that describe it (SPEC §5.7).
+
+    ``kind`` is what sift read the body as (html, pdf, json, text) and ``media_type`` the type
+    that goes with it, which differs from the declared one when the bytes said otherwise.
+    """
+
+    content: str
+    kind: str
+    media_type: str
+    title: str | None = None
+    lang: str | None = None
+    canonical_url: str | None = None
+    pages_total: int | None = None
+    pages: list[int] | None = None
+    matches: int | None = None
+    passages: list[dict[str, Any]] | None = None
+
+    def meta(self) -> dict[str, Any]:
+        """``title`` always; ``lang``, ``canonical_url``, ``pages_total``, ``pages``,
+        ``matches`` and ``passages`` where they apply."""
+        optional = ("lang", "canonical_url", "pages_total", "pages", "matches", "passages")
+        fields = {name: getattr(self, name) for name in optional}
+        return {"title": self.title, **{k: v for k, v in fields.items() if v is not None}}
+
+
+def extract(
+    body: bytes,
+    *,
+    declared_type: str,
+    charset: str | None,
+    url: str,
+    options: TargetOptions,
+    max_chars: int | None = None,
+) -> Extracted:
+    """Turn ``body`` into the content ``options`` ask for.
+
+    ``declared_type`` is the upstream ``Content-Type`` (parameters allowed), ``charset`` its
+    charset if known, ``url`` the final URL (for the canonical link). ``max_chars`` defaults to
+    ``FETCH_MAX_CHARS``. Raises ``FetchError``: ``unsupported``, ``invalid_request`` (an option
+    that does not fit this document, pages past the end), ``too_long``, ``filter_timeout``.
+    """
+    limit = max_chars if max_chars is not None else settings.SIFT_FETCH_MAX_CHARS
+    charset = charset or declared_charset(declared_type)
+    kind = sniff_kind(body, declared_type, charset)
+    _check_options_fit(kind, options)
+    budget = NARROWABLE_CHARS if options.grep or options.question else limit
+    document = _read(
+        kind, body, declared_type=declared_type, charset=charset, url=url, options=options, budget=budget
+    )
+    if not options.narrowed and len(document.content) > limit:
+        raise FetchError(
+            "too_long",
+            f"the text is {len(document.content)} characters, over the limit of {limit}",
+            NARROW_HINT,
+        )
+    if options.grep is None and options.question is None:
+        return document
+    narrowed = narrow(document.content, options, lang=document.lang)
+    if len(narrowed.content) > limit:
+        raise FetchError(
+            "too_long",
+            f"the narrowed text is {len(narrowed.content)} characters, over the limit of {limit}",
+            "Narrow further: a more specific grep, a more specific question, or fewer pages.",
+        )
+    return replace(document, content=narrowed.content, matches=narrowed.matches, passages=narrowed.passages)
+
+
+def _check_options_fit(kind: str, options: TargetOptions) -> None:
+    if options.pages is not None and kind != "pdf":
+        raise FetchError(
+            "invalid_request",
+            f"pages applies to PDF documents, and this document is {kind}",
+            "Leave pages out for this URL; use grep or question to narrow it.",
+        )
+    if options.jq is not None and kind not in ("json", "text"):
+        raise FetchError(
+            "invalid_request",
+            f"jq applies to JSON documents, and this document is {kind}",
+            "Leave jq out for this URL; use grep or question to narrow it.",
+        )
+    if options.mode == "raw" and kind == "pdf":
+        raise FetchError(
+            "unsupported", "raw mode serves text documents as is, and a PDF is binary", UNSUPPORTED_HINT
+        )
+
+
+def _read(
+    kind: str,
+    body: bytes,
+    *,
+    declared_type: str,
+    charset: str | None,
+    url: str,
+    options: TargetOptions,
+    budget: int,
+) -> Extracted:
+    declared = media_type(declared_type)
+    if kind == "pdf":
+        pdf = pdf_text(body, options.page_ranges, max_chars=budget)
+        title = clean_text(pdf.title) if pdf.title else None
+        return Extracted(
+            clean_text(pdf.content),
+            "pdf",
+            "application/pdf",
+            title,
+            pages_total=pdf.pages_total,
+            pages=pdf.pages,
+        )
+    raw = options.mode == "raw"
+    text = clean_text(decode_text(body, charset), keep_line_ends=raw)
+    if kind == "html":
+        typed = declared if declared in HTML_TYPES else DEFAULT_MEDIA_TYPES["html"]
+        if raw:
+            return Extracted(text, "html", typed)
+        page = html_text(text, url=url, markdown=options.mode == "markdown")
+        title = clean_text(page.title) if page.title else None
+        return Extracted(clean_text(page.content), "html", typed, title, page.lang, page.canonical_url)
+    if options.jq is not None or (kind == "json" and not raw):
+        return _read_json(text, kind, declared, options, budget)
+    return Extracted(text, kind, declared or DEFAULT_MEDIA_TYPES[kind])
+
+
+def _read_json(text: str, kind: str, declared: str, options: TargetOptions, budget: int) -> Extracted:
+    typed = declared if kind == "json" and declared else DEFAULT_MEDIA_TYPES["json"]
+    try:
+        return Extracted(clean_text(json_text(text, options.jq, max_chars=budget)), "json", typed)
+    except NotJson as exc:
+        if options.jq is not None:
+            raise FetchError(
+                "invalid_request",
+                f"jq needs a JSON document, and this one does not parse: {exc}",
+                "Leave jq out to read the document as text.",
+            ) from None
+    # Declared JSON that is not JSON (JSONP, a truncated body, an HTML error page): serve the text.
+    return Extracted(text, "text", DEFAULT_MEDIA_TYPES["text"])

@@ -1,0 +1,324 @@
+"""Warm, resource-limited child processes for the parsers that read untrusted bytes (SPEC §5.3).
+
+PDF text and jq run in ``sandbox_child.py``, started with ``subprocess`` rather than
+``multiprocessing`` (django-q2 workers are daemonic multiprocessing children, which may not
+create multiprocessing children of their own) and kept warm between calls. Each child limits
+itself with ``RLIMIT_AS`` and a per-request ``RLIMIT_CPU``; the parent enforces a wall deadline
+over the pipes and kills a child that misses it. Whatever a child does (loops, aborts,
+segfaults, floods its pipe) the caller gets a ``FetchError`` and the next call a fresh child.
+
+One ``Sandbox`` per process, shared by its threads; a process forked from one that already had
+children (gunicorn with ``--preload``, django-q2 workers) starts with none of its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from batch.fetch.errors import FetchError
+
+logger = logging.getLogger(__name__)
+
+# Children per process. Two keeps a gthread worker responsive while one child chews a PDF.
+SANDBOX_CHILDREN = 2
+# Address-space limit of a child: PDFium and jq abort when an allocation fails under it.
+SANDBOX_MEMORY_BYTES = 1 << 30
+# A child serves this many requests, then is replaced, so leaks in the parsers stay bounded.
+SANDBOX_REQUESTS_PER_CHILD = 200
+MAX_REPLY_HEADER_BYTES = 64 << 10
+
+CHILD_SCRIPT = Path(__file__).with_name("sandbox_child.py")
+_LENGTH = struct.Struct(">I")
+
+
+class _ChildTimedOut(Exception):
+    pass
+
+
+class _ChildEnded(Exception):
+    pass
+
+
+class _ChildMisbehaved(Exception):
+    pass
+
+
+class _Child:
+    """One warm child and its two pipes, used by one thread at a time."""
+
+    def __init__(self, memory_bytes: int) -> None:
+        self.proc = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
+            [sys.executable, "-P", str(CHILD_SCRIPT), str(memory_bytes)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self._in = self.proc.stdin.fileno()
+        self._out = self.proc.stdout.fileno()
+        os.set_blocking(self._in, False)
+        os.set_blocking(self._out, False)
+        self.requests = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exchange(self, header: bytes, payload: bytes, deadline: float, max_reply: int) -> tuple[bytes, bytes]:
+        self.requests += 1
+        for frame in (header, payload):
+            self._write(_LENGTH.pack(len(frame)), deadline)
+            self._write(frame, deadline)
+        reply_header = self._read_frame(deadline, MAX_REPLY_HEADER_BYTES)
+        return reply_header, self._read_frame(deadline, max_reply)
+
+    def _wait(self, fd: int, event: int, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        poller = select.poll()
+        poller.register(fd, event)
+        if remaining <= 0 or not poller.poll(remaining * 1000):
+            raise _ChildTimedOut
+
+    def _write(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            self._wait(self._in, select.POLLOUT, deadline)
+            try:
+                written = os.write(self._in, view[: 1 << 20])
+            except BlockingIOError:
+                continue
+            except BrokenPipeError:
+                raise _ChildEnded from None
+            view = view[written:]
+
+    def _read_exact(self, size: int, deadline: float) -> bytes:
+        buffer = bytearray()
+        while len(buffer) < size:
+            self._wait(self._out, select.POLLIN, deadline)
+            try:
+                chunk = os.read(self._out, min(size - len(buffer), 1 << 20))
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise _ChildEnded
+            buffer += chunk
+        return bytes(buffer)
+
+    def _read_frame(self, deadline: float, limit: int) -> bytes:
+        (length,) = _LENGTH.unpack(self._read_exact(_LENGTH.size, deadline))
+        if length > limit:
+            raise _ChildMisbehaved(f"reply frame of {length} bytes over {limit}")
+        return self._read_exact(length, deadline)
+
+    def end_status(self) -> int:
+        """The child's exit status once it has ended on its own (killed after a grace second)."""
+        try:
+            return self.proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            return self.proc.wait()
+
+    def stop(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+    def forget(self) -> None:
+        """In a forked process: drop the pipes without touching the parent's child."""
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+        self.proc.returncode = 0
+
+
+def _ended_reason(status: int, cpu_seconds: float) -> str:
+    if status == -signal.SIGXCPU:
+        return f"ran out of CPU time ({cpu_seconds:.0f} s)"
+    if status == -signal.SIGKILL:
+        return "was killed, most likely for using too much memory"
+    return "ran out of memory or crashed"
+
+
+class Sandbox:
+    """A pool of up to ``children`` warm children, shared by the threads of one process."""
+
+    def __init__(self, children: int = SANDBOX_CHILDREN, memory_bytes: int = SANDBOX_MEMORY_BYTES) -> None:
+        self.size = children
+        self.memory_bytes = memory_bytes
+        self._cond = threading.Condition()
+        self._idle: list[_Child] = []
+        self._children: set[_Child] = set()
+        self._live = 0
+
+    def run(
+        self,
+        op: str,
+        args: dict[str, Any],
+        payload: bytes,
+        *,
+        cpu_seconds: float,
+        wall_seconds: float,
+        subject: str,
+        hint: str,
+        max_reply_bytes: int,
+    ) -> tuple[dict[str, Any], bytes]:
+        """Send one request to a child and return its reply header and data.
+
+        Raises ``FetchError``: ``filter_timeout`` when the child runs out of time or memory or
+        dies, ``busy`` when no child frees up within ``wall_seconds``, ``internal`` when a child
+        cannot be started or breaks the protocol. ``subject`` ("the PDF reader") and ``hint``
+        word those errors for the agent.
+        """
+        child = self._acquire(time.monotonic() + wall_seconds)
+        reusable = False
+        header = json.dumps({"op": op, "cpu_seconds": cpu_seconds, **args}).encode()
+        try:
+            raw_header, data = child.exchange(
+                header, payload, time.monotonic() + wall_seconds, max_reply_bytes
+            )
+            reply = json.loads(raw_header)
+            if not isinstance(reply, dict):
+                raise _ChildMisbehaved("reply header is not an object")
+            reusable = reply.get("error") != "memory"
+        except _ChildTimedOut:
+            raise FetchError(
+                "filter_timeout", f"{subject} took longer than {wall_seconds:.0f} s", hint
+            ) from None
+        except _ChildEnded:
+            status = child.end_status()
+            reason = _ended_reason(status, cpu_seconds)
+            logger.warning("sandbox child for %s %s (exit status %s)", op, reason, status)
+            raise FetchError("filter_timeout", f"{subject} {reason}", hint) from None
+        except (_ChildMisbehaved, ValueError) as exc:
+            logger.error("sandbox child for %s broke the protocol: %s", op, exc)
+            raise FetchError(
+                "internal", f"{subject} failed", "Retry later; this is a fault in sift."
+            ) from None
+        finally:
+            self._release(child, reusable)
+        if reply.get("error") == "memory":
+            raise FetchError("filter_timeout", f"{subject} ran out of memory", hint)
+        return reply, data
+
+    def _acquire(self, deadline: float) -> _Child:
+        with self._cond:
+            while True:
+                while self._idle:
+                    child = self._idle.pop()
+                    if child.alive:
+                        return child
+                    self._live -= 1
+                    self._children.discard(child)
+                    child.stop()
+                if self._live < self.size:
+                    self._live += 1
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._cond.wait(remaining):
+                    raise FetchError(
+                        "busy",
+                        "every document parser of this worker is in use",
+                        "Retry in a few seconds.",
+                        retry_after=5,
+                    )
+        try:
+            child = _Child(self.memory_bytes)
+        except OSError as exc:
+            self._release(None, reusable=False)
+            logger.error("cannot start a sandbox child: %s", exc)
+            raise FetchError(
+                "internal", "cannot start a document parser", "Retry later; this is a fault in sift."
+            ) from None
+        with self._cond:
+            self._children.add(child)
+        return child
+
+    def _release(self, child: _Child | None, reusable: bool) -> None:
+        keep = child is not None and reusable and child.requests < SANDBOX_REQUESTS_PER_CHILD
+        with self._cond:
+            if child is not None and keep:
+                self._idle.append(child)
+            else:
+                self._live -= 1
+                if child is not None:
+                    self._children.discard(child)
+            self._cond.notify()
+        if child is not None and not keep:
+            child.stop()
+
+    def warm_up(self) -> None:
+        """Start every child now rather than on first use (for a worker that has just started)."""
+        children = [self._acquire(time.monotonic() + 30) for _ in range(self.size)]
+        for child in children:
+            self._release(child, reusable=True)
+
+    def close(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._live -= len(idle)
+            self._children.difference_update(idle)
+        for child in idle:
+            child.stop()
+
+    def forget_after_fork(self) -> None:
+        for child in self._children:
+            child.forget()
+        self._children.clear()
+        self._idle = []
+
+
+_instance: Sandbox | None = None
+_instance_lock = threading.Lock()
+
+
+def get_sandbox() -> Sandbox:
+    """This process's sandbox, created on first use."""
+    global _instance  # noqa: PLW0603 — one pool per process, by design
+    with _instance_lock:
+        if _instance is None:
+            _instance = Sandbox()
+        return _instance
+
+
+def warm_up() -> None:
+    """Start this process's children now (e.g. from a worker's start-up hook), not on first use."""
+    get_sandbox().warm_up()
+
+
+def shutdown() -> None:
+    """Stop this process's idle children (at exit, and in tests)."""
+    global _instance
+    with _instance_lock:
+        sandbox, _instance = _instance, None
+    if sandbox is not None:
+        sandbox.close()
+
+
+def _after_fork_in_child() -> None:
+    # The children belong to the parent process; a forked worker must not share their pipes.
+    global _instance, _instance_lock  # noqa: PLW0603
+    _instance_lock = threading.Lock()
+    if _instance is not None:
+        _instance.forget_after_fork()
+    _instance = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(shutdown)

@@ -1,0 +1,169 @@
+"""Benchmark PDF text through the sandbox against poppler's ``pdftotext``, and peak memory.
+
+The PDF is generated here: 200 A4 pages of 46 lines of Helvetica text each (deterministic
+pseudo-words), Flate-compressed content streams, written by ``tests/fixtures/pdf_writer.py`` (a
+hand-written PDF writer of ~50 lines). Needs ``pdftotext`` (Debian: apt-get install poppler-utils).
+
+Peak RSS is measured in fresh processes, one per document: the web/worker process (ru_maxrss)
+and the sandbox child that read the PDF (VmHWM), for that PDF and for a generated 20 MB HTML
+page run through ``extract`` with a grep for one line (so that the over-400,000-characters rule
+does not stop it early).
+
+    .venv/bin/python bench/pdf.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
+
+from tests.fixtures.pdf_writer import build_pdf  # noqa: E402
+
+PAGES = 200
+HTML_BYTES = 20_000_000
+
+
+def make_pdf(pages: int = PAGES) -> bytes:
+    rng = random.Random(7)
+    syllables = ["ka", "lo", "mi", "ne", "sor", "ta", "vel", "ur", "pe", "qua", "ri", "den"]
+
+    def word() -> str:
+        return "".join(rng.choice(syllables) for _ in range(rng.randint(1, 4)))
+
+    def line() -> str:
+        return " ".join(word() for _ in range(12))
+
+    return build_pdf([[line() for _ in range(46)] for _ in range(pages)], compress=True)
+
+
+def make_html(size: int = HTML_BYTES) -> bytes:
+    nav = (
+        "<nav><ul>" + "".join(f"<li><a href='/s{i}'>Section {i}</a></li>" for i in range(30)) + "</ul></nav>"
+    )
+    post = (
+        "<div class='post'><h2>Notes from the harbour</h2><p>The ferry left at dawn and the lighthouse "
+        "keeper logged the weather, the tide and the ships that passed the cape that morning.</p>"
+        "<p>Visitors asked about opening hours; the museum opens at ten and closes at five.</p></div>\n"
+    )
+    head = f"<!DOCTYPE html><html lang='en'><head><title>Big page</title></head><body>{nav}<main>"
+    count = (size - len(head)) // len(post)
+    middle = "<p>The keeper's log ends here.</p>"
+    return (head + post * (count // 2) + middle + post * (count // 2) + "</main></body></html>").encode()
+
+
+def bench_sandbox(pdf: bytes, rounds: int) -> tuple[float, float, int]:
+    from batch.fetch.pdf_text import pdf_text
+
+    started = time.perf_counter()
+    first = pdf_text(pdf, None, max_chars=50_000_000)
+    cold = time.perf_counter() - started
+    started = time.perf_counter()
+    for _ in range(rounds):
+        pdf_text(pdf, None, max_chars=50_000_000)
+    warm = time.perf_counter() - started
+    return PAGES / cold, PAGES * rounds / warm, len(first.content)
+
+
+def bench_pdftotext(pdf: bytes, rounds: int) -> tuple[float, int]:
+    with tempfile.NamedTemporaryFile(suffix=".pdf") as handle:
+        handle.write(pdf)
+        handle.flush()
+        started = time.perf_counter()
+        for _ in range(rounds):
+            out = subprocess.run(["pdftotext", handle.name, "-"], check=True, capture_output=True).stdout
+        elapsed = time.perf_counter() - started
+    return PAGES * rounds / elapsed, len(out.decode())
+
+
+def child_peak_kib() -> int:
+    from batch.fetch.sandbox import get_sandbox
+
+    reply, _ = get_sandbox().run(
+        "ping", {}, b"", cpu_seconds=5, wall_seconds=10, subject="ping", hint="", max_reply_bytes=1024
+    )
+    status = Path(f"/proc/{reply['pid']}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM")))
+
+
+def rss_of(document: str) -> None:
+    """Run in a fresh process: read one document, print its peak RSS figures (KiB) and seconds."""
+    from batch.fetch.errors import FetchError
+    from batch.fetch.extract import extract
+    from batch.targets import TargetOptions
+
+    body = make_pdf() if document == "pdf" else make_html()
+    declared = "application/pdf" if document == "pdf" else "text/html"
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    try:
+        result = extract(
+            body,
+            declared_type=declared,
+            charset=None,
+            url="https://bench.example/",
+            options=TargetOptions(grep="log ends"),
+        )
+        outcome = f"ok, {result.matches} matching lines"
+    except FetchError as exc:
+        outcome = f"{exc.outcome}: {exc.message}"
+    elapsed = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    child = child_peak_kib() if document == "pdf" else 0
+    print(f"{len(body)}\t{baseline}\t{peak}\t{child}\t{elapsed:.2f}\t{outcome}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rss-of", choices=["pdf", "html"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rss_of:
+        rss_of(args.rss_of)
+        return
+    pdf = make_pdf()
+    print(f"generated PDF: {PAGES} pages, {len(pdf) / 1e6:.2f} MB\n")
+    print("| reader                          | pages/s | characters |")
+    print("|---------------------------------|--------:|-----------:|")
+    cold, warm, chars = bench_sandbox(pdf, args.rounds)
+    print(f"| sift sandbox (first call, cold) | {cold:>7.0f} | {chars:>10} |")
+    print(f"| sift sandbox (warm child)       | {warm:>7.0f} | {chars:>10} |")
+    if shutil.which("pdftotext"):
+        rate, chars = bench_pdftotext(pdf, args.rounds)
+        print(f"| pdftotext (poppler)             | {rate:>7.0f} | {chars:>10} |")
+    else:
+        print("| pdftotext (poppler)             | not installed: apt-get install poppler-utils |")
+    print(
+        "\n| document (grep) | size MB | process RSS before | process peak RSS | child peak RSS "
+        "| seconds | outcome |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for document in ("html", "pdf"):
+        line = (
+            subprocess.run(
+                [sys.executable, __file__, "--rss-of", document], check=True, capture_output=True, text=True
+            )
+            .stdout.strip()
+            .splitlines()[-1]
+        )
+        size, before, peak, child, seconds, outcome = line.split("\t")
+        child_mb = f"{int(child) / 1024:.0f} MB" if int(child) else "-"
+        print(
+            f"| {document} | {int(size) / 1e6:.1f} | {int(before) / 1024:.0f} MB | {int(peak) / 1024:.0f} MB "
+            f"| {child_mb} | {seconds} | {outcome} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The sandbox: warm children with CPU, memory and wall limits, shared by threads and processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from batch.fetch import sandbox as sandbox_module
+from batch.fetch.errors import FetchError
+from batch.fetch.sandbox import Sandbox, get_sandbox
+from tests.fixtures.pdf_writer import build_pdf
+
+LIMITS: dict[str, Any] = {
+    "subject": "the test program",
+    "hint": "Try something smaller.",
+    "max_reply_bytes": 1 << 20,
+}
+
+
+@pytest.fixture
+def sandbox() -> Iterator[Sandbox]:
+    pool = Sandbox(children=2)
+    yield pool
+    pool.close()
+
+
+def ping(pool: Sandbox) -> int:
+    reply, _ = pool.run("ping", {}, b"", cpu_seconds=5, wall_seconds=10, **LIMITS)
+    return int(reply["pid"])
+
+
+def jq(pool: Sandbox, program: str, *, cpu: float = 2, wall: float = 10, **overrides: Any) -> str:
+    limits = {**LIMITS, **overrides}
+    _, data = pool.run(
+        "json",
+        {"program": program, "max_chars": 1000},
+        b"[1, 2, 3]",
+        cpu_seconds=cpu,
+        wall_seconds=wall,
+        **limits,
+    )
+    return data.decode()
+
+
+def test_a_child_is_started_once_and_reused_by_the_next_call(sandbox: Sandbox) -> None:
+    assert ping(sandbox) == ping(sandbox)
+
+
+def test_a_runaway_program_ends_with_filter_timeout_and_a_new_child_serves_the_next_call(
+    sandbox: Sandbox,
+) -> None:
+    before = ping(sandbox)
+
+    with pytest.raises(FetchError) as caught:
+        jq(sandbox, "def f: f; f", cpu=1)
+
+    assert caught.value.outcome == "filter_timeout"
+    assert "CPU time" in caught.value.message
+    assert caught.value.hint == "Try something smaller."
+    assert jq(sandbox, ".[1]") == "2"
+    assert ping(sandbox) != before
+
+
+def test_the_wall_deadline_ends_a_child_that_does_not_answer_in_time(sandbox: Sandbox) -> None:
+    with pytest.raises(FetchError) as caught:
+        jq(sandbox, "def f: f; f", cpu=60, wall=0.5)
+
+    assert caught.value.outcome == "filter_timeout"
+    assert "took longer than" in caught.value.message
+    assert jq(sandbox, ".[0]") == "1"
+
+
+def test_a_child_that_exhausts_its_memory_is_filter_timeout_and_is_replaced() -> None:
+    pool = Sandbox(children=1, memory_bytes=256 << 20)
+    try:
+        with pytest.raises(FetchError) as caught:
+            jq(pool, "[range(1e9)] | length", cpu=60, wall=60)
+
+        assert caught.value.outcome == "filter_timeout"
+        assert "memory" in caught.value.message
+        assert jq(pool, "length") == "3"
+    finally:
+        pool.close()
+
+
+def test_a_child_killed_while_idle_is_replaced_transparently(sandbox: Sandbox) -> None:
+    victim = ping(sandbox)
+    os.kill(victim, signal.SIGKILL)
+    time.sleep(0.2)
+
+    assert jq(sandbox, ".[2]") == "3"
+    assert ping(sandbox) != victim
+
+
+def test_a_reply_larger_than_the_caller_accepts_is_refused_and_the_child_replaced(sandbox: Sandbox) -> None:
+    before = ping(sandbox)
+
+    with pytest.raises(FetchError) as caught:
+        jq(sandbox, "[range(100)]", max_reply_bytes=10)
+
+    assert caught.value.outcome == "internal"
+    assert ping(sandbox) != before
+
+
+def test_a_caller_waiting_for_a_busy_pool_gets_busy_with_retry_after() -> None:
+    pool = Sandbox(children=1)
+    occupied = threading.Event()
+
+    def occupy() -> None:
+        occupied.set()
+        with pytest.raises(FetchError):
+            jq(pool, "def f: f; f", cpu=2, wall=10)
+
+    worker = threading.Thread(target=occupy)
+    worker.start()
+    try:
+        occupied.wait()
+        time.sleep(0.3)  # let the worker take the only child
+        with pytest.raises(FetchError) as caught:
+            jq(pool, ".", wall=0.5)
+        assert caught.value.outcome == "busy"
+        assert caught.value.retry_after
+    finally:
+        worker.join()
+        pool.close()
+
+
+def test_many_threads_share_the_pool_and_each_gets_its_own_answer(sandbox: Sandbox) -> None:
+    results: dict[int, str] = {}
+    barrier = threading.Barrier(8)
+
+    def call(index: int) -> None:
+        barrier.wait()
+        results[index] = jq(sandbox, f".[0] + {index}")
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert results == {i: str(1 + i) for i in range(8)}
+
+
+def _pdf_in_daemonic_worker(queue: Any) -> None:
+    from batch.fetch.pdf_text import pdf_text
+
+    try:
+        pdf = pdf_text(build_pdf([["first"], ["second"]]), ((2, 2),), max_chars=10_000)
+        queue.put(("ok", pdf.content, ping(get_sandbox())))
+    except BaseException as exc:  # report anything, the test asserts on it
+        queue.put(("error", repr(exc), 0))
+
+
+def test_pdfs_are_read_from_inside_a_daemonic_multiprocessing_worker_with_its_own_children() -> None:
+    parent_child = ping(get_sandbox())  # the parent process has a warm child before the fork
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    worker = context.Process(target=_pdf_in_daemonic_worker, args=(queue,), daemon=True)
+    worker.start()
+    status, content, worker_child = queue.get(timeout=60)
+    worker.join(timeout=10)
+
+    assert (status, content) == ("ok", "## Page 2\n\nsecond")
+    assert worker_child != parent_child
+    assert ping(get_sandbox()) == parent_child  # the fork did not disturb the parent's child
+
+
+def test_shutdown_stops_the_idle_children_of_this_process() -> None:
+    child_pid = ping(get_sandbox())
+
+    sandbox_module.shutdown()
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the child is still running after shutdown")
