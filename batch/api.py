@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from django.conf import settings
@@ -20,14 +21,19 @@ from ninja.security import HttpBearer
 
 from batch import runner
 from batch.errors import Refused
+from batch.fetch import cache, pipeline
+from batch.fetch.errors import FetchError
 from batch.models import ApiKey, hash_key
 from batch.schemas import (
     ErrorOut,
+    FetchEnvelope,
+    FetchQuery,
     JobOut,
     JobPage,
     JobSummary,
     SubmitIn,
     SubmitOut,
+    TargetIn,
     TargetOut,
     job_summary,
     target_out,
@@ -84,7 +90,9 @@ class StrictJsonParser(Parser):
         except json.JSONDecodeError as exc:
             raise BodyRefused(f"the body is not valid JSON: {exc}", "Check the JSON syntax.") from None
         if not isinstance(data, dict):
-            raise BodyRefused("the body must be a JSON object", 'Send an object such as {"targets": [...]}.')
+            raise BodyRefused(
+                "the body must be a JSON object", "Send a JSON object; see /v1/docs for its fields."
+            )
         return data
 
 
@@ -128,16 +136,36 @@ api = NinjaAPI(
 )
 
 
+def _envelope(
+    request: HttpRequest, status: int, body: dict[str, Any], retry_after: float | None = None
+) -> HttpResponse:
+    if retry_after is not None:
+        body["retry_after"] = max(1, math.ceil(retry_after))
+    response = api.create_response(request, body, status=status)
+    if retry_after is not None:
+        response["Retry-After"] = str(body["retry_after"])
+    return response
+
+
 def error_response(request: HttpRequest, exc: Refused) -> HttpResponse:
     body: dict[str, Any] = {"error": exc.message, "code": exc.code, "hint": exc.hint}
-    if exc.retry_after is not None:
-        body["retry_after"] = exc.retry_after
     if exc.details is not None:
         body["details"] = exc.details
-    response = api.create_response(request, body, status=STATUS_BY_CODE[exc.code])
-    if exc.retry_after is not None:
-        response["Retry-After"] = str(exc.retry_after)
-    return response
+    return _envelope(request, STATUS_BY_CODE[exc.code], body, exc.retry_after)
+
+
+@api.exception_handler(FetchError)
+def on_fetch_error(request: HttpRequest, exc: FetchError) -> HttpResponse:
+    """SPEC §5.8: the outcome is the code; ``upstream_status`` says what the site answered."""
+    if exc.outcome == "internal":
+        log.error("fetch failed inside sift: %s", exc.message)
+    body: dict[str, Any] = {"error": exc.message, "code": exc.outcome, "hint": exc.hint}
+    if exc.upstream_status is not None:
+        body["upstream_status"] = exc.upstream_status
+    retry_after = exc.retry_after if exc.outcome == "busy" else None
+    if exc.outcome == "busy" and retry_after is None:
+        retry_after = runner.BUSY_RETRY_AFTER
+    return _envelope(request, exc.http_status, body, retry_after)
 
 
 @api.exception_handler(Refused)
@@ -238,3 +266,34 @@ def cancel_batch(request: HttpRequest, job_id: str) -> dict[str, Any]:
 
 
 api.add_router("/batch", batch_router)
+
+
+fetch_router = Router(auth=KeyAuth(), tags=["fetch"])
+FETCH_ERRORS = dict.fromkeys((400, 401, 403, 415, 422, 429, 502, 504), ErrorOut)
+
+
+def _fetch(request: HttpRequest, raw_target: dict[str, Any]) -> dict[str, Any]:
+    target = runner.validate_target(raw_target)
+    caller = _caller(request)
+    return pipeline.fetch(target, partition=cache.partition_for(caller.name, caller.caller_class))
+
+
+@fetch_router.get("", response={200: FetchEnvelope, **FETCH_ERRORS}, summary="Fetch one URL now")
+def fetch_get(request: HttpRequest, query: Query[FetchQuery]) -> dict[str, Any]:
+    unknown = sorted(set(request.GET) - set(FetchQuery.model_fields))
+    if unknown:
+        raise Refused(
+            "invalid_request",
+            f"unknown query parameter {unknown[0]!r}",
+            "Known parameters: " + ", ".join(FetchQuery.model_fields) + ".",
+        )
+    options = query.dict(exclude_none=True, exclude={"url"})
+    return _fetch(request, {"url": query.url, "options": options})
+
+
+@fetch_router.post("", response={200: FetchEnvelope, **FETCH_ERRORS}, summary="Fetch one target now")
+def fetch_post(request: HttpRequest, payload: TargetIn) -> dict[str, Any]:
+    return _fetch(request, payload.dict(exclude_unset=True))
+
+
+api.add_router("/fetch", fetch_router)

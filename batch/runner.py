@@ -29,7 +29,7 @@ from batch.models import (
     JobStatus,
     SubmitLock,
 )
-from batch.targets import InvalidTarget, Target, idempotency_key, parse_targets
+from batch.targets import InvalidTarget, Target, idempotency_key, parse_target, parse_targets
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,19 @@ def validate_targets(raw_targets: list[object]) -> list[Target]:
             f"{exc.field}: {exc.message}",
             exc.hint,
             details=[{"index": exc.index, "field": exc.field, "message": exc.message}],
+        ) from None
+
+
+def validate_target(raw_target: object) -> Target:
+    """One target, for ``/v1/fetch``: the same validation as a batch target, naming the field."""
+    try:
+        return parse_target(raw_target)
+    except InvalidTarget as exc:
+        raise Refused(
+            "invalid_request",
+            f"{exc.field}: {exc.message}",
+            exc.hint,
+            details=[{"field": exc.field, "message": exc.message}],
         ) from None
 
 

@@ -113,3 +113,50 @@ def target_out(target: BatchTarget, *, content: bool = True) -> dict[str, Any]:
         "outcome": target.outcome,
         "attempts": target.attempts,
     }
+
+
+class TargetIn(Schema):
+    """One target: a URL and its options (SPEC §3.1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(..., examples=["https://example.org/article"])
+    options: dict[str, Any] | None = Field(None, description=TARGETS_DESCRIPTION)
+
+
+class FetchQuery(Schema):
+    """``GET /v1/fetch``: the target's URL and options as query parameters."""
+
+    url: str
+    mode: str | None = None
+    question: str | None = None
+    pages: str | None = None
+    grep: str | None = None
+    jq: str | None = None
+    context: bool | None = None
+    recover: bool | None = None
+
+
+class FetchEnvelope(Schema):
+    """The answer of ``/v1/fetch`` (SPEC §5.7); a batch result's ``meta`` is this without ``content``."""
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    title: str | None
+    mode: str
+    content: str
+    chars: int
+    bytes: int
+    fetched_at: str
+    elapsed_ms: int
+    cached: bool
+    stale: bool
+    cached_at: str | None = None
+    lang: str | None = None
+    canonical_url: str | None = None
+    pages_total: int | None = None
+    pages: list[int] | None = None
+    matches: int | None = None
+    passages: list[dict[str, Any]] | None = None

@@ -173,6 +173,10 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "formatter": "line"},
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # These libraries name hosts and URLs, or chatter, in their messages; SPEC §6 keeps URLs out.
+    "loggers": {
+        name: {"level": "ERROR"} for name in ("urllib3", "trafilatura", "htmldate", "courlan", "bm25s")
+    },
 }
 
 # --- the django-q2 cluster (SPEC §3.4) -------------------------------------------------------

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -74,9 +75,10 @@ class Deployment:
     def start_cluster(self, name: str = "cluster") -> None:
         self._spawn(name, [sys.executable, "manage.py", "qcluster"])
 
-    def start_web(self) -> None:
+    def start_web(self, workers: int = 2) -> None:
         gunicorn = str(Path(sys.executable).parent / "gunicorn")
-        self._spawn("web", [gunicorn, "sift_site.wsgi", "--bind", f"127.0.0.1:{self.port}", "--workers", "2"])
+        bind = f"127.0.0.1:{self.port}"
+        self._spawn("web", [gunicorn, "sift_site.wsgi", "--bind", bind, "--workers", str(workers)])
         wait_for(self._web_answers, what="gunicorn to answer")
 
     def _web_answers(self) -> bool:
@@ -87,11 +89,20 @@ class Deployment:
             return False
 
     def get(self, path: str, key: str | None = None) -> bytes:
+        return self.request(path, key)[1]
+
+    def request(
+        self, path: str, key: str | None = None, timeout: float = 60
+    ) -> tuple[int, bytes, dict[str, str]]:
+        """GET ``path``; answer (status, body, headers) for error statuses too."""
         request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}")
         if key:
             request.add_header("Authorization", f"Bearer {key}")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return bytes(response.read())
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, bytes(response.read()), dict(response.headers)
+        except urllib.error.HTTPError as error:
+            return error.code, bytes(error.read()), dict(error.headers)
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
         process = self.processes.pop(name, None)

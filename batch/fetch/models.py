@@ -1,0 +1,56 @@
+"""The fetch pipeline's own tables: the gate's slots and the document cache (SPEC §5.5, §5.6).
+
+They belong to the ``batch`` app (``batch/models.py`` imports them) but nothing here knows
+about jobs.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class FetchSlot(models.Model):
+    """One of ``FETCH_SLOTS`` places an upstream fetch can be in flight in, deployment-wide.
+
+    ``holder`` is a random token of the fetch that owns the slot; a slot whose lease ran out
+    belonged to a process that died and is free again.
+    """
+
+    number = models.PositiveSmallIntegerField(primary_key=True)
+    holder = models.CharField(max_length=32, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"fetch slot {self.number}"
+
+
+class CachedDocument(models.Model):
+    """An upstream answer as fetched, before extraction, so any options can reuse it.
+
+    ``partition`` keeps caller classes apart: the fleet shares one, each restricted caller has
+    its own (SPEC §2, §5.6).
+    """
+
+    partition = models.CharField(max_length=120)
+    url = models.TextField()
+    url_sha256 = models.CharField(max_length=64)
+    final_url = models.TextField()
+    status = models.PositiveSmallIntegerField()
+    content_type = models.CharField(max_length=200, blank=True, default="")
+    charset = models.CharField(max_length=60, blank=True, default="")
+    etag = models.CharField(max_length=500, blank=True, default="")
+    last_modified = models.CharField(max_length=100, blank=True, default="")
+    body = models.BinaryField()
+    n_bytes = models.PositiveIntegerField()
+    fetched_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["fetched_at"], name="cache_fetched_at")]
+        constraints = [
+            models.UniqueConstraint(fields=["partition", "url_sha256"], name="cache_one_per_partition_url"),
+            models.CheckConstraint(condition=~Q(partition=""), name="cache_partition_named"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.partition}:{self.url_sha256[:12]}"

@@ -1,0 +1,159 @@
+"""One target in, one envelope out (SPEC §5): cache, gate, guarded download, extraction.
+
+``fetch`` is what ``/v1/fetch`` calls and what the batch adapter calls for each target, so a
+batch is exactly many interactive fetches run by the workers. It raises only ``FetchError``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from django.utils import timezone
+
+from batch.fetch import cache, client, gate, metrics
+from batch.fetch.errors import FetchError
+from batch.fetch.extract import extract
+from batch.fetch.models import CachedDocument
+from batch.targets import Target
+
+# Failures after which `recover: true` serves the last copy (SPEC §5.6).
+RECOVERABLE = frozenset({"timeout", "upstream_5xx"})
+MAX_RETRY_AFTER = 3600
+
+
+@dataclass(frozen=True)
+class Source:
+    """The document to extract from, and where it came from."""
+
+    download: client.Download
+    fetched_at: datetime
+    cached: bool = False
+    stale: bool = False
+
+
+def fetch(target: Target, *, partition: str) -> dict[str, Any]:
+    """Fetch ``target`` for a caller whose documents live in ``partition`` (see ``cache.partition_for``)."""
+    started = time.monotonic()
+    outcome = "ok"
+    try:
+        source = _obtain(target, partition)
+        return _envelope(target, source, started)
+    except FetchError as exc:
+        outcome = exc.outcome
+        raise
+    finally:
+        metrics.REQUESTS.labels(outcome).inc()
+        metrics.SECONDS.observe(time.monotonic() - started)
+
+
+def _obtain(target: Target, partition: str) -> Source:
+    copy = cache.lookup(partition, target.url)
+    if copy is not None and cache.is_fresh(copy):
+        return _from_cache(copy)
+    try:
+        with gate.fetch_slot():
+            download = client.download(target.url, headers=cache.conditional_headers(copy) if copy else None)
+        return _from_upstream(target, partition, download, copy)
+    except FetchError as exc:
+        if copy is not None and target.options.recover and exc.outcome in RECOVERABLE:
+            return _from_cache(copy, stale=True)
+        raise
+
+
+def _from_cache(copy: CachedDocument, *, stale: bool = False) -> Source:
+    metrics.CACHE_HITS.inc()
+    return Source(cache.as_download(copy), copy.fetched_at, cached=True, stale=stale)
+
+
+def _from_upstream(
+    target: Target, partition: str, download: client.Download, copy: CachedDocument | None
+) -> Source:
+    if download.status == 304 and copy is not None:
+        cache.refresh(copy)
+        return _from_cache(copy)
+    _raise_for_status(download)
+    cache.store(partition, target.url, download)
+    return Source(download, timezone.now())
+
+
+def _raise_for_status(download: client.Download) -> None:
+    status = download.status
+    if status in (429, 503):
+        wait = _retry_after(download.headers.get("retry-after", ""))
+        raise FetchError(
+            "busy",
+            f"the site answered {status}",
+            f"The site asks to slow down; retry after {wait:.0f} seconds." if wait else "Retry later.",
+            upstream_status=status,
+            retry_after=wait,
+        )
+    if 400 <= status < 500:
+        raise FetchError(
+            "upstream_4xx",
+            f"the site answered {status}",
+            "Check the URL: the page may have moved, need a login, or not exist.",
+            upstream_status=status,
+        )
+    if status >= 500:
+        raise FetchError(
+            "upstream_5xx",
+            f"the site answered {status}",
+            "The site is failing; retry later, or send recover: true to get the last cached copy.",
+            upstream_status=status,
+        )
+    if status >= 300:
+        raise FetchError(
+            "upstream_4xx",
+            f"the site answered {status} without a usable redirect",
+            "Fetch the URL the site points to, if it names one.",
+            upstream_status=status,
+        )
+
+
+def _retry_after(value: str) -> float | None:
+    """``Retry-After`` as seconds: a number, or an HTTP date; ``None`` when absent or unreadable."""
+    value = value.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(min(int(value), MAX_RETRY_AFTER))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, min((when - timezone.now()).total_seconds(), MAX_RETRY_AFTER))
+
+
+def _envelope(target: Target, source: Source, started: float) -> dict[str, Any]:
+    download = source.download
+    document = extract(
+        download.body,
+        declared_type=download.content_type,
+        charset=download.charset,
+        url=download.final_url,
+        options=target.options,
+    )
+    envelope: dict[str, Any] = {
+        "url": target.url,
+        "final_url": download.final_url,
+        "status": download.status,
+        "content_type": document.media_type,
+        "mode": target.options.mode,
+        "content": document.content,
+        "chars": len(document.content),
+        "bytes": len(download.body),
+        "fetched_at": source.fetched_at.isoformat().replace("+00:00", "Z"),
+        "elapsed_ms": round((time.monotonic() - started) * 1000),
+        "cached": source.cached,
+        "stale": source.stale,
+        **document.meta(),
+    }
+    if source.cached:
+        envelope["cached_at"] = envelope["fetched_at"]
+    return envelope
