@@ -11,6 +11,7 @@ from werkzeug import Response
 from batch.fetch.models import CachedDocument
 
 from .fixtures.pdf_writer import build_pdf
+from .upstream import slow_upstream
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
 ARTICLE = """<!doctype html><html lang="en"><head><title>Tides explained</title>
@@ -243,6 +244,18 @@ def test_recover_serves_the_stale_copy_when_the_upstream_fails(agent, httpserver
     assert "Spring tides" in recovered["content"]
 
 
+@pytest.mark.parametrize(("status", "recovered"), [(503, True), (429, False)])
+def test_recover_covers_a_503_but_not_a_429(agent, httpserver, open_loopback, settings, status, recovered):
+    settings.SIFT_CACHE_TTL = 0
+    _, client = agent
+    answers = iter([Response(ARTICLE, content_type="text/html"), Response("busy", status=status)])
+    httpserver.expect_request("/tides").respond_with_handler(lambda request: next(answers))
+    _fetch(client, url=httpserver.url_for("/tides"))
+    response = _fetch(client, url=httpserver.url_for("/tides"), recover="true")
+    assert (response.status_code == 200) is recovered
+    assert (response.json().get("stale") is True) is recovered
+
+
 def test_the_cache_keeps_to_its_byte_budget(agent, httpserver, open_loopback, settings):
     settings.SIFT_CACHE_MAX_BYTES = 2500
     _, client = agent
@@ -251,3 +264,15 @@ def test_the_cache_keeps_to_its_byte_budget(agent, httpserver, open_loopback, se
         _fetch(client, url=httpserver.url_for(f"/{name}"))
     kept = sorted(CachedDocument.objects.values_list("url", flat=True))
     assert kept == [httpserver.url_for("/b"), httpserver.url_for("/c")]
+
+
+def test_recover_serves_the_stale_copy_when_the_site_is_unreachable(agent, open_loopback, settings):
+    settings.SIFT_CACHE_TTL = 0
+    _, client = agent
+    with slow_upstream(delay=0) as base:
+        assert _fetch(client, url=f"{base}/page").status_code == 200
+    refused = _fetch(client, url=f"{base}/page")
+    assert (refused.status_code, refused.json()["code"]) == (502, "upstream_5xx")
+    recovered = _fetch(client, url=f"{base}/page", recover="true")
+    assert recovered.status_code == 200
+    assert (recovered.json()["stale"], recovered.json()["content"]) == (True, "slow but here")

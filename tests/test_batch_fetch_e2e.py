@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 
@@ -70,5 +71,5 @@ def test_a_mixed_job_ends_partial_with_each_result_and_the_429_retried_after_ret
     assert blocked.hint
     assert "10.0.0.1" not in blocked.error + blocked.hint
     assert (busy.status, busy.attempts, busy.result["content"]) == ("done", 3, "finally here")
-    assert all(later - earlier >= 2 for earlier, later in zip(asked_at, asked_at[1:], strict=False))
+    assert all(later - earlier >= 2 for earlier, later in itertools.pairwise(asked_at))
     assert job.n_bytes == sum(t.n_bytes for t in (html, pdf_target, data, busy)) > 0

@@ -59,9 +59,14 @@ def _obtain(target: Target, partition: str) -> Source:
             download = client.download(target.url, headers=cache.conditional_headers(copy) if copy else None)
         return _from_upstream(target, partition, download, copy)
     except FetchError as exc:
-        if copy is not None and target.options.recover and exc.outcome in RECOVERABLE:
+        if copy is not None and target.options.recover and _recoverable(exc):
             return _from_cache(copy, stale=True)
         raise
+
+
+def _recoverable(exc: FetchError) -> bool:
+    # A 503 is "busy" (batch jobs retry it), but it is also a 5xx failure of the upstream.
+    return exc.outcome in RECOVERABLE or exc.upstream_status == 503
 
 
 def _from_cache(copy: CachedDocument, *, stale: bool = False) -> Source:
