@@ -3,13 +3,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
-export PROMETHEUS_MULTIPROC_DIR ?= $(CURDIR)/var/metrics
+# Web and cluster write their metrics here and /metrics adds them up (docs/metrics.md).
+METRICS_DIR ?= $(CURDIR)/var/metrics
 
-.PHONY: run test check lint bench clean
+.PHONY: run test check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.txt
@@ -18,9 +18,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
-	rm -rf $(PROMETHEUS_MULTIPROC_DIR) && mkdir -p $(PROMETHEUS_MULTIPROC_DIR)
+	rm -rf $(METRICS_DIR) && mkdir -p $(METRICS_DIR)
 	$(BIN)/python manage.py setup_demo --port $(PORT)
-	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/honcho start --port $(PORT) --procfile Procfile
+	PATH=$(CURDIR)/$(BIN):$$PATH PROMETHEUS_MULTIPROC_DIR=$(METRICS_DIR) \
+		$(BIN)/honcho start --port $(PORT) --procfile Procfile
 
 test: $(VENV)/.installed
 	$(BIN)/pytest
