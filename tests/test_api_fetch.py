@@ -276,3 +276,25 @@ def test_recover_serves_the_stale_copy_when_the_site_is_unreachable(agent, open_
     recovered = _fetch(client, url=f"{base}/page", recover="true")
     assert recovered.status_code == 200
     assert (recovered.json()["stale"], recovered.json()["content"]) == (True, "slow but here")
+
+
+def _sample(client, name: str) -> float:
+    text = client.get("/metrics").content.decode()
+    values = [line.rsplit(" ", 1)[1] for line in text.splitlines() if line.startswith(name + " ")]
+    return float(values[0]) if values else 0.0
+
+
+def test_fetches_and_cache_hits_are_counted_in_metrics(agent, httpserver, open_loopback):
+    _, client = agent
+    httpserver.expect_request("/tides").respond_with_data(ARTICLE, content_type="text/html")
+    httpserver.expect_request("/gone").respond_with_data("no", status=404)
+    ok = 'sift_fetch_requests_total{outcome="ok"}'
+    gone = 'sift_fetch_requests_total{outcome="upstream_4xx"}'
+    before = {name: _sample(client.client, name) for name in (ok, gone, "sift_cache_hits_total")}
+    _fetch(client, url=httpserver.url_for("/tides"))
+    _fetch(client, url=httpserver.url_for("/tides"))
+    _fetch(client, url=httpserver.url_for("/gone"))
+    assert _sample(client.client, ok) - before[ok] == 2
+    assert _sample(client.client, gone) - before[gone] == 1
+    assert _sample(client.client, "sift_cache_hits_total") - before["sift_cache_hits_total"] == 1
+    assert _sample(client.client, "sift_fetch_seconds_count") >= 3
