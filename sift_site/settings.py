@@ -211,3 +211,6 @@ Q_CLUSTER = {
 # prometheus_client reads this variable itself; with it set, every process (gunicorn and cluster
 # workers) writes its counters to files there and /metrics adds them up. `make run` sets it.
 SIFT_METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+if SIFT_METRICS_DIR:
+    # prometheus_client fails on the first metric if the directory is missing; settings load first.
+    Path(SIFT_METRICS_DIR).mkdir(parents=True, exist_ok=True)
