@@ -59,7 +59,24 @@ def _result_size(target: BatchTarget) -> str:
 # --- jobs ------------------------------------------------------------------------------------
 
 
-class TargetInline(admin.TabularInline):
+class TargetsFollowTheirJob:
+    """Targets are never added, edited or deleted by hand (a target goes with its job), and
+    whoever may view jobs may view their targets."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return _can_view_jobs(request) or super().has_view_permission(request, obj)  # type: ignore[misc]
+
+
+class TargetInline(TargetsFollowTheirJob, admin.TabularInline):
     """A job's targets, read-only; each row links to the target's page with its full result."""
 
     model = BatchTarget
@@ -82,19 +99,6 @@ class TargetInline(admin.TabularInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[BatchTarget]:
         # Results can be hundreds of KB each; the table only needs their size.
         return super().get_queryset(request).defer("result")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Targets are part of their job: whoever may view jobs may view them.
-        return _can_view_jobs(request) or super().has_view_permission(request, obj)
 
     @admin.display(description="idx")
     def target(self, target: BatchTarget) -> str:
@@ -231,7 +235,7 @@ def cancel_report(n_cancelled: int, finished: list[BatchJob]) -> str:
 
 
 @admin.register(BatchTarget)
-class BatchTargetAdmin(admin.ModelAdmin):
+class BatchTargetAdmin(TargetsFollowTheirJob, admin.ModelAdmin):
     """One target with its full result; fetched text is always escaped, never rendered."""
 
     list_display = ["__str__", "status", "outcome", "attempts", "result_size"]
@@ -255,19 +259,6 @@ class BatchTargetAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[BatchTarget]:
         # The list must not load every result; the target page loads its own with one query.
         return super().get_queryset(request).select_related("job").defer("result")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # A target goes with its job.
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return _can_view_jobs(request) or super().has_view_permission(request, obj)
 
     @admin.display(description="URL")
     def target_url(self, target: BatchTarget) -> str:
