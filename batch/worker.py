@@ -74,11 +74,17 @@ class TargetFailed(Exception):
 
 
 @dataclass(frozen=True)
-class Claim:
+class TargetRef:
+    """Which target, and which attempt at it: only the current attempt may store its end."""
+
     target_id: int
     job_id: str
     idx: int
     attempt: int
+
+
+@dataclass(frozen=True)
+class Claim(TargetRef):
     slot: int
     caller: Caller
     target: Target
@@ -105,7 +111,7 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
         if slot is None:
             return None
         target = _fairest_pending_target(now)
-        if target is None:
+        if target is None or not _serve_job(target.job_id, now):
             return None
         claim = _take(slot, target, now)
     log.info(
@@ -132,17 +138,30 @@ def _free_slot(now: datetime) -> WorkerSlot | None:
 def _fairest_pending_target(now: datetime) -> BatchTarget | None:
     """Live jobs take turns in submit order, one target per turn; a job's targets go in index order.
 
-    The job row is locked with the target, so a cancel either lands before the claim (and the
-    target never starts) or waits for it (and the target is already in flight).
+    Only the target row is locked, so two workers can take two targets of one job at once.
     """
     return (
-        BatchTarget.objects.select_for_update(skip_locked=True, of=("self", "job"))
+        BatchTarget.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("job__caller")
         .filter(status=TargetStatus.PENDING, job__status__in=LIVE_STATUSES)
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
         .order_by(F("job__served_at").asc(nulls_first=True), "job__created_at", "job_id", "idx")
         .first()
     )
+
+
+def _serve_job(job_id: str, now: datetime) -> bool:
+    """Give the job its turn, if it is still live.
+
+    A conditional UPDATE: a cancel that committed since the target was read makes it match
+    nothing (the target then never starts); a cancel after it waits for this transaction and
+    finds the target in flight, which SPEC §3.5 lets finish.
+    """
+    served = BatchJob.objects.filter(pk=job_id, status__in=LIVE_STATUSES).update(
+        served_at=now,
+        status=Case(When(status=JobStatus.QUEUED, then=Value(JobStatus.RUNNING)), default=F("status")),
+    )
+    return bool(served)
 
 
 def _take(slot: WorkerSlot, target: BatchTarget, now: datetime) -> Claim:
@@ -154,10 +173,6 @@ def _take(slot: WorkerSlot, target: BatchTarget, now: datetime) -> Claim:
         lease_until=lease_until,
         started_at=now,
         not_before=None,
-    )
-    BatchJob.objects.filter(pk=target.job_id).update(
-        served_at=now,
-        status=Case(When(status=JobStatus.QUEUED, then=Value(JobStatus.RUNNING)), default=F("status")),
     )
     WorkerSlot.objects.filter(number=slot.number).update(target=target, lease_until=lease_until)
     job = target.job
@@ -202,17 +217,14 @@ def run_claim(claim: Claim, fetch: FetchFunc) -> None:
 def _finish(claim: Claim, status: str, *, result: Result | None = None, **failure: str) -> None:
     n_bytes = len(json.dumps(result, ensure_ascii=False).encode()) if result is not None else 0
     with transaction.atomic():
-        stored = finish_target(
-            claim.target_id, claim.attempt, status, result=result, n_bytes=n_bytes, **failure
-        )
+        stored = finish_target(claim, status, result=result, n_bytes=n_bytes, **failure)
         _release_slot(claim)
     if stored:
         runner.evict_oldest()
 
 
 def finish_target(
-    target_id: int,
-    attempt: int,
+    ref: TargetRef,
     status: str,
     *,
     result: Result | None = None,
@@ -225,23 +237,27 @@ def finish_target(
     target of a live job also settles the job's status and ``finished_at``.
     """
     now = timezone.now()
-    stored = BatchTarget.objects.filter(pk=target_id, status=TargetStatus.RUNNING, attempts=attempt).update(
+    current = BatchTarget.objects.filter(pk=ref.target_id, status=TargetStatus.RUNNING, attempts=ref.attempt)
+    if not current.update(
         status=status, result=result, n_bytes=n_bytes, finished_at=now, lease_until=None, **failure
-    )
-    if not stored:
+    ):
         return False
-    job_id, idx = BatchTarget.objects.filter(pk=target_id).values_list("job_id", "idx").get()
     failed = 1 if status == TargetStatus.FAILED else 0
-    BatchJob.objects.filter(pk=job_id).update(
+    BatchJob.objects.filter(pk=ref.job_id).update(
         targets_done=F("targets_done") + 1,
         targets_failed=F("targets_failed") + failed,
         n_bytes=F("n_bytes") + n_bytes,
     )
     metrics.TARGETS.labels(failure.get("outcome", "ok")).inc()
     log.info(
-        "job %s target %d %s outcome=%s bytes=%d", job_id, idx, status, failure.get("outcome", "ok"), n_bytes
+        "job %s target %d %s outcome=%s bytes=%d",
+        ref.job_id,
+        ref.idx,
+        status,
+        failure.get("outcome", "ok"),
+        n_bytes,
     )
-    _settle_job(job_id, now)
+    _settle_job(ref.job_id, now)
     return True
 
 
@@ -305,15 +321,14 @@ def recover_lost_claims(now: datetime | None = None) -> int:
     now = now or timezone.now()
     lost = list(
         BatchTarget.objects.filter(status=TargetStatus.RUNNING, lease_until__lt=now).values_list(
-            "pk", "job_id", "attempts", "lost_leases"
+            "pk", "job_id", "idx", "attempts", "lost_leases"
         )
     )
-    for target_id, job_id, attempt, lost_leases in lost:
+    for target_id, job_id, idx, attempt, lost_leases in lost:
         with transaction.atomic():
             if lost_leases + 1 >= MAX_LOST_LEASES:
                 finish_target(
-                    target_id,
-                    attempt,
+                    TargetRef(target_id, job_id, idx, attempt),
                     TargetStatus.FAILED,
                     outcome=Outcome.WORKER_LOST,
                     error=f"the worker fetching this target was lost {MAX_LOST_LEASES} times",
@@ -324,7 +339,7 @@ def recover_lost_claims(now: datetime | None = None) -> int:
                     pk=target_id, status=TargetStatus.RUNNING, attempts=attempt
                 ).update(status=TargetStatus.PENDING, lease_until=None, lost_leases=F("lost_leases") + 1)
             WorkerSlot.objects.filter(target_id=target_id).update(target=None, lease_until=None)
-        log.warning("job %s target %s: claim lease expired (lost %d)", job_id, target_id, lost_leases + 1)
+        log.warning("job %s target %d: claim lease expired (lost %d)", job_id, idx, lost_leases + 1)
     return len(lost)
 
 

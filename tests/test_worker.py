@@ -209,3 +209,20 @@ def test_nothing_is_claimed_from_a_cancelled_job(agent):
     assert worker.claim_next_target() is None
     assert not worker.has_unfinished_work()
     assert BatchTarget.objects.get().status == "pending"
+
+
+def test_a_cancel_landing_between_reading_a_target_and_claiming_it_drops_the_claim(agent, monkeypatch):
+    caller, _ = agent
+    job = _submit(caller, "a=1")
+    read_target = worker._fairest_pending_target
+
+    def read_then_cancel(now):
+        target = read_target(now)
+        runner.cancel(BatchJob.objects.get(pk=target.job_id))
+        return target
+
+    monkeypatch.setattr(worker, "_fairest_pending_target", read_then_cancel)
+    assert worker.claim_next_target() is None
+    target = job.targets.get()
+    assert (target.status, target.attempts) == ("pending", 0)
+    assert WorkerSlot.objects.filter(target__isnull=False).count() == 0
