@@ -1,0 +1,488 @@
+"""Benchmark: the per-target cost of the batch scheduler, through a real cluster on PostgreSQL.
+
+    .venv/bin/python bench/scheduling.py [--targets 32] [--runs 5] [--workers 1|2]
+
+One command does everything: it recreates the ``sift_bench_sched`` database on the local
+PostgreSQL, migrates it, issues a caller, starts ``manage.py qcluster`` on it with
+``SIFT_BATCH_FETCH=bench.noop.noop`` (a fetch that returns an empty result at once), then
+submits ``--runs`` jobs of ``--targets`` targets one after another through
+``batch.runner.submit``, each after the previous one finished, so every job starts on an idle
+cluster as an agent's would. An unmeasured warm-up job goes first. At the end, also on Ctrl-C
+or an error, it stops the cluster and drops the database. Under the table it prints the CPU the
+benchmark and everything else on the machine used, and warns when other work competed.
+
+Every figure comes from the timestamps the worker writes (``started_at`` is taken as a claim
+begins, ``finished_at`` as its store begins) and the bench's clock around ``submit``; the same
+host's clock throughout. Per target, in the order one worker ran them:
+
+- ``held``: ``finished_at - started_at``: the lost-claims check, the claim transaction, the
+  no-op fetch and the serialising of its result;
+- ``gap``: the previous target's ``finished_at`` to this one's ``started_at``: the store
+  transaction (result, counters, settling, slot release, commit), the eviction check and the
+  drain loop's turn;
+- ``cycle``: ``started_at`` to the next ``started_at`` on the same worker (held + gap): the
+  per-target overhead, to compare with the 15 ms aim.
+
+Per job: ``submit`` is the ``runner.submit`` call, ``wake`` runs from the start of that call to
+the first ``started_at`` (the cluster picking up the drain task), ``drain`` from the first
+``started_at`` to the job's ``finished_at``, and ``total`` = ``wake`` + ``drain``.
+Nothing is fetched: the target URLs are under ``.invalid`` and the only traffic is to the
+database on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from batch.models import ApiKey
+
+REPO = Path(__file__).resolve().parent.parent
+LOOPBACK = "127.0.0.1"
+PG_SERVER = f"postgres://postgres@{LOOPBACK}:5432"
+DB_NAME = "sift_bench_sched"
+DATABASE_URL = f"{PG_SERVER}/{DB_NAME}"
+NOOP_FETCH = "bench.noop.noop"
+AIM_MS = 15.0
+FINISH_POLL_SECONDS = 0.01
+JOB_TIMEOUT_SECONDS = 120.0
+READY_TIMEOUT_SECONDS = 60.0
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+def pg_admin(*statements: str) -> list[tuple[Any, ...]]:
+    """Run statements on the maintenance database in autocommit; rows of the last one."""
+    import psycopg
+
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        rows: list[tuple[Any, ...]] = []
+        for statement in statements:
+            cursor = conn.execute(statement)
+            rows = cursor.fetchall() if cursor.description else []
+        return rows
+
+
+def recreate_database() -> None:
+    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)", f"CREATE DATABASE {DB_NAME}")
+
+
+def drop_database() -> None:
+    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+
+
+def server_settings() -> str:
+    names = ("server_version", "fsync", "synchronous_commit", "shared_buffers")
+    return ", ".join(f"{name}={pg_admin(f'SHOW {name}')[0][0]}" for name in names)
+
+
+# --- Django in this process ------------------------------------------------------------------
+
+
+def bench_env(workers: int, n_targets: int, metrics_dir: Path) -> dict[str, str]:
+    """The environment of the cluster and of this process: ours, minus any operator's SIFT_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIFT_", "DATABASE_URL", "PROMETHEUS"))}
+    env.update(
+        DATABASE_URL=DATABASE_URL,
+        DJANGO_SETTINGS_MODULE="sift_site.settings",
+        DEBUG="false",
+        SIFT_BATCH_FETCH=NOOP_FETCH,
+        SIFT_BATCH_WORKERS=str(workers),
+        SIFT_BATCH_TARGETS_PER_JOB=str(max(n_targets, 32)),
+        # As `make run` does: the cluster's metrics go to files, which is part of the cost.
+        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def setup_django(env: dict[str, str]) -> None:
+    os.environ.clear()
+    # The cluster logs every target as in production; this process keeps the table readable.
+    os.environ.update(env, LOG_LEVEL="WARNING")
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+
+
+def migrate_and_issue_caller() -> ApiKey:
+    from django.core.management import call_command
+
+    from batch.models import ApiKey
+
+    call_command("migrate", verbosity=0, interactive=False)
+    caller, _ = ApiKey.issue("bench-scheduling")
+    return caller
+
+
+# --- the cluster -----------------------------------------------------------------------------
+
+
+@contextmanager
+def cluster(env: dict[str, str], log_path: Path, workers: int) -> Iterator[subprocess.Popen[bytes]]:
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop the cluster in order
+        )
+    try:
+        wait_for_heartbeats(process, log_path, workers)
+        yield process
+    finally:
+        stop(process)
+
+
+def wait_for_heartbeats(process: subprocess.Popen[bytes], log_path: Path, workers: int) -> None:
+    """Every cluster worker process writes a heartbeat row once it has started (batch/heartbeat.py)."""
+    from batch.models import ClusterHeartbeat
+
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while ClusterHeartbeat.objects.count() < workers:
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the cluster did not come up:\n{tail}")
+        time.sleep(0.1)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()  # the main process only: qcluster stops its children itself
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+# --- one job ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Span:
+    started: datetime
+    finished: datetime
+
+
+@dataclass(frozen=True)
+class JobRun:
+    submitted: datetime
+    submit_seconds: float
+    finished: datetime
+    spans: list[Span]
+
+
+def run_job(caller: ApiKey, run: int, n_targets: int) -> JobRun:
+    from django.utils import timezone
+
+    from batch import runner
+
+    # Distinct URLs per run, or the submit would answer the previous run's job (SPEC §3.2).
+    targets: list[object] = [f"https://run{run}.bench.invalid/{i}" for i in range(n_targets)]
+    submitted = timezone.now()
+    began = time.perf_counter()
+    job = runner.submit(caller, targets).job
+    submit_seconds = time.perf_counter() - began
+    status, finished = wait_until_finished(job.pk)
+    if status != "done":
+        raise RuntimeError(f"job {job.pk} ended {status}, not done: see the cluster's log")
+    return JobRun(submitted, submit_seconds, finished, job_spans(job.pk))
+
+
+def wait_until_finished(job_id: str) -> tuple[str, datetime]:
+    from batch.models import LIVE_STATUSES, BatchJob
+
+    deadline = time.monotonic() + JOB_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        status, finished = BatchJob.objects.filter(pk=job_id).values_list("status", "finished_at").get()
+        if status not in LIVE_STATUSES and finished is not None:
+            return status, finished
+        time.sleep(FINISH_POLL_SECONDS)
+    raise RuntimeError(f"job {job_id} not finished after {JOB_TIMEOUT_SECONDS:.0f}s")
+
+
+def job_spans(job_id: str) -> list[Span]:
+    from batch.models import BatchTarget
+
+    spans = []
+    rows = BatchTarget.objects.filter(job_id=job_id).values_list(
+        "idx", "started_at", "finished_at", "attempts"
+    )
+    for idx, started, finished, attempts in rows:
+        if started is None or finished is None or attempts != 1:
+            raise RuntimeError(f"job {job_id} target {idx} was not run exactly once ({attempts} attempts)")
+        spans.append(Span(started, finished))
+    return sorted(spans, key=lambda span: span.started)
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    at = (len(ordered) - 1) * q
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def worker_chains(spans: list[Span]) -> list[list[Span]]:
+    """Split the spans into the sequences one worker ran back to back.
+
+    A worker's next claim starts after its previous store began, so each span joins the chain
+    that finished most recently before it started. With one worker there is one chain.
+    """
+    chains: list[list[Span]] = []
+    for span in spans:
+        ready = [c for c in chains if c[-1].finished <= span.started]
+        if ready:
+            max(ready, key=lambda c: c[-1].finished).append(span)
+        else:
+            chains.append([span])
+    return chains
+
+
+@dataclass(frozen=True)
+class Figures:
+    submit: float
+    wake: float
+    drain: float
+    total: float
+    held_median: float
+    held_p90: float
+    gap_median: float
+    gap_p90: float
+    gap_max: float
+    cycle_median: float
+    total_per_target: float
+    split: str
+
+
+def figures(job: JobRun) -> Figures:
+    chains = worker_chains(job.spans)
+    held = [ms((s.finished - s.started).total_seconds()) for s in job.spans]
+    pairs = [pair for chain in chains for pair in itertools.pairwise(chain)]
+    gaps = [ms((b.started - a.finished).total_seconds()) for a, b in pairs]
+    cycles = [ms((b.started - a.started).total_seconds()) for a, b in pairs]
+    wake = ms((job.spans[0].started - job.submitted).total_seconds())
+    total = ms((job.finished - job.submitted).total_seconds())
+    return Figures(
+        submit=ms(job.submit_seconds),
+        wake=wake,
+        drain=total - wake,
+        total=total,
+        held_median=statistics.median(held),
+        held_p90=percentile(held, 0.9),
+        gap_median=statistics.median(gaps) if gaps else float("nan"),
+        gap_p90=percentile(gaps, 0.9),
+        gap_max=max(gaps, default=float("nan")),
+        cycle_median=statistics.median(cycles) if cycles else float("nan"),
+        total_per_target=total / len(job.spans),
+        split="+".join(str(len(c)) for c in chains),
+    )
+
+
+# --- the machine -----------------------------------------------------------------------------
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# "Other work" also holds the little of ours that is not counted (PostgreSQL's background
+# processes, short-lived connections): 0.0x cores on a quiet machine. Above this, another
+# program was competing with the benchmark and its figures come out too high.
+BUSY_MACHINE_CORES = 0.25
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (not idle, not waiting for I/O) since boot."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    return (sum(fields) - fields[3] - fields[4]) / CLOCK_TICKS
+
+
+def process_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+def descendants(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found, frontier = [], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def our_pids(cluster_pid: int) -> list[int]:
+    """This process, the cluster's process tree and the PostgreSQL backends on the bench database."""
+    backends = pg_admin(f"SELECT pid FROM pg_stat_activity WHERE datname = '{DB_NAME}'")
+    return [os.getpid(), cluster_pid, *descendants(cluster_pid), *(pid for (pid,) in backends)]
+
+
+@dataclass(frozen=True)
+class CpuUse:
+    ours: float
+    others: float
+
+
+class CpuMeter:
+    """Cores used by the benchmark and by everything else on the machine over a window."""
+
+    def __init__(self, cluster_pid: int) -> None:
+        self.cluster_pid = cluster_pid
+        self.start()
+
+    def start(self) -> None:
+        self.began = time.monotonic()
+        self.machine = machine_busy_seconds()
+        self.ours = {pid: process_cpu_seconds(pid) for pid in our_pids(self.cluster_pid)}
+
+    def stop(self) -> CpuUse:
+        seconds = time.monotonic() - self.began
+        ours = sum(process_cpu_seconds(p) - self.ours.get(p, 0) for p in our_pids(self.cluster_pid))
+        machine = machine_busy_seconds() - self.machine
+        return CpuUse(ours=ours / seconds, others=max(machine - ours, 0) / seconds)
+
+
+# --- the table -------------------------------------------------------------------------------
+
+COLUMNS = (
+    ("submit", "submit"),
+    ("wake", "wake"),
+    ("drain", "drain"),
+    ("total", "total"),
+    ("held_median", "held p50"),
+    ("held_p90", "held p90"),
+    ("gap_median", "gap p50"),
+    ("gap_p90", "gap p90"),
+    ("gap_max", "gap max"),
+    ("cycle_median", "cycle p50"),
+    ("total_per_target", "total/N"),
+)
+
+
+def print_header() -> None:
+    print(f"{'run':<8}" + "".join(f"{title:>10}" for _, title in COLUMNS) + f"{'split':>9}")
+
+
+def print_row(label: str, values: dict[str, float], split: str) -> None:
+    print(f"{label:<8}" + "".join(f"{values[name]:>10.1f}" for name, _ in COLUMNS) + f"{split:>9}")
+
+
+def print_summary(measured: list[Figures], n_targets: int, cpu: CpuUse) -> None:
+    median = {name: statistics.median(getattr(f, name) for f in measured) for name, _ in COLUMNS}
+    print_row("median", median, "")
+    per_target = median["cycle_median"]
+    verdict = "within" if per_target <= AIM_MS else "OVER"
+    print()
+    print(f"per-target overhead (median cycle): {per_target:.1f} ms, {verdict} the {AIM_MS:.0f} ms aim")
+    wake, drain, total = median["wake"], median["drain"], median["total"]
+    print(
+        f"submit -> finished ({n_targets} targets): {total:.0f} ms, of which cluster wake-up "
+        f"{wake:.0f} ms ({wake / total:.0%}) and draining {drain:.0f} ms"
+    )
+    print(
+        f"CPU over the measured jobs: bench + cluster + PostgreSQL {cpu.ours:.2f} cores, "
+        f"other work {cpu.others:.2f} cores (of {os.cpu_count()})"
+    )
+    if cpu.others > BUSY_MACHINE_CORES:
+        print("WARNING: other work competed for the CPU; these figures are too high to quote")
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--targets", type=int, default=32, help="targets per job (default 32)")
+    parser.add_argument("--runs", type=int, default=5, help="measured jobs (default 5)")
+    parser.add_argument("--workers", type=int, choices=(1, 2), default=1, help="SIFT_BATCH_WORKERS")
+    parser.add_argument("--pause", type=float, default=0.5, help="idle seconds between jobs")
+    return parser.parse_args()
+
+
+def raise_interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def bench(args: argparse.Namespace, workdir: Path) -> None:
+    env = bench_env(args.workers, args.targets, workdir / "metrics")
+    (workdir / "metrics").mkdir()
+    setup_django(env)
+    caller = migrate_and_issue_caller()
+    print(f"PostgreSQL: {server_settings()}")
+    print(f"cluster: qcluster, SIFT_BATCH_WORKERS={args.workers}, SIFT_BATCH_FETCH={NOOP_FETCH}")
+    print(f"jobs: {args.runs} measured + 1 warm-up, {args.targets} targets each; times in ms\n")
+    with cluster(env, workdir / "cluster.log", args.workers) as process:
+        print_header()
+        measured = []
+        meter = CpuMeter(process.pid)
+        for run in range(args.runs + 1):
+            result = figures(run_job(caller, run, args.targets))
+            print_row("warm-up" if run == 0 else str(run), vars(result), result.split)
+            if run:
+                measured.append(result)
+            else:
+                meter.start()  # the warm-up is not measured
+            time.sleep(args.pause)
+        cpu = meter.stop()
+    print_summary(measured, args.targets, cpu)
+
+
+def main() -> None:
+    args = parse_args()
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    recreate_database()
+    try:
+        with tempfile.TemporaryDirectory(prefix="sift-bench-sched-") as tmp:
+            bench(args, Path(tmp))
+    finally:
+        close_django_connections()
+        drop_database()
+
+
+def close_django_connections() -> None:
+    from django.apps import apps
+
+    if apps.ready:
+        from django.db import connections
+
+        connections.close_all()
+
+
+if __name__ == "__main__":
+    main()
