@@ -483,3 +483,40 @@ def test_html_with_a_stray_control_character_is_still_read_as_html() -> None:
 
     assert result.kind == "html"
     assert PARAGRAPHS[0] in result.content
+
+
+def test_trafilatura_is_never_entered_by_two_threads_of_one_process(monkeypatch):
+    """gthread workers extract in several threads; trafilatura corrupts memory when run concurrently."""
+    import threading
+    import time
+
+    import trafilatura
+
+    from batch.fetch import html_text as module
+
+    active = 0
+    peak = 0
+    count_lock = threading.Lock()
+    real_extract = trafilatura.extract
+
+    def watched_extract(*args, **kwargs):
+        nonlocal active, peak
+        with count_lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.02)
+        try:
+            return real_extract(*args, **kwargs)
+        finally:
+            with count_lock:
+                active -= 1
+
+    monkeypatch.setattr(module.trafilatura, "extract", watched_extract)
+    page = "<html><body><article>" + "<p>A paragraph about tides.</p>" * 50 + "</article></body></html>"
+    options = {"url": "https://x.test/", "markdown": True}
+    threads = [threading.Thread(target=module.html_text, args=(page,), kwargs=options) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert peak == 1

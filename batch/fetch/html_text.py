@@ -9,6 +9,7 @@ agent still gets the text it asked for.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from itertools import islice
 from urllib.parse import urljoin, urlsplit
@@ -41,6 +42,10 @@ _BLOCKS = frozenset(
     }
 )  # fmt: skip
 _CELLS = frozenset({"td", "th"})
+# trafilatura is not thread-safe: two threads extracting at once in one process can corrupt the
+# heap and abort it ("double free or corruption"; adbar/trafilatura#840, #925). gunicorn's gthread
+# workers serve /v1/fetch from several threads, so calls into it take turns within a process.
+TRAFILATURA_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -70,15 +75,16 @@ def _element_count(tree: lxml.html.HtmlElement, stop: int) -> int:
 def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
     # The URL is deliberately not given to trafilatura: it would write it into its log lines,
     # and sift's logs never carry a URL (SPEC §6).
-    content = trafilatura.extract(
-        tree,
-        output_format="markdown" if markdown else "txt",
-        include_comments=False,
-        include_tables=True,
-        include_formatting=markdown,
-        include_links=False,
-        include_images=False,
-    )
+    with TRAFILATURA_LOCK:
+        content = trafilatura.extract(
+            tree,
+            output_format="markdown" if markdown else "txt",
+            include_comments=False,
+            include_tables=True,
+            include_formatting=markdown,
+            include_links=False,
+            include_images=False,
+        )
     content = content or ""
     if len(content) < SHORT_MAIN_CHARS:
         whole = whole_page_text(tree, markdown=markdown)
@@ -90,7 +96,8 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
 
 
 def _parse(markup: str) -> lxml.html.HtmlElement | None:
-    tree = trafilatura.load_html(markup)
+    with TRAFILATURA_LOCK:
+        tree = trafilatura.load_html(markup)
     if tree is not None:
         return tree
     # trafilatura turns down fragments ("<p>hi</p>" alone); they are still worth flattening.
