@@ -1,0 +1,845 @@
+"""Benchmark: a 32-target batch through the real cluster beside the same fetches made directly.
+
+    .venv/bin/python bench/batch.py [--runs 3] [--workers 2] [--trace]
+
+One command does everything. It serves 32 pages of the article-extraction data set
+(/work/shared/bench-data/article-extraction/html, decompressed in memory, never copied into the
+repository) as ``text/html`` from a threaded HTTP server on 127.0.0.1 in this process, recreates
+the ``sift_bench_batch`` database on the local PostgreSQL, migrates it, issues a fleet caller
+and starts ``manage.py qcluster`` on it with ``SIFT_BATCH_WORKERS=--workers``,
+``SIFT_FETCH_ALLOW_CIDRS=127.0.0.0/8`` and the production ``SIFT_BATCH_FETCH``
+(``batch.adapter.fetch_target``). Then, ``--runs`` times, alternately:
+
+- ``direct``: the 32 URLs through ``batch.fetch.pipeline.fetch`` (cache, gate, guarded download,
+  extraction) by ``--workers`` threads taking them in index order, in one process: a child of
+  this one (this file with ``--direct-lanes``), started once like the cluster, so that neither
+  phase shares its process with the upstream server;
+- ``batch``: one 32-target job through ``batch.runner.submit``, timed from just before the
+  submit until a poll of the job (every 20 ms) sees it finished; ``db`` is the job's own
+  ``created_at`` -> ``finished_at``, exact.
+
+The document cache is kept out of the way, not switched off: each phase of each run fetches
+its own URLs (``/d1/...``, ``/b1/...``; distinct URLs are needed anyway, or the submit would
+answer the previous run's job, SPEC §3.2) and the cache table is emptied before each phase, so
+every lookup misses and every fetch stores its copy, in both phases, as in production. The
+upstream counts each phase's requests; a phase it did not serve 32 times stops the bench.
+
+``--trace`` wraps the production FetchFunc in ``traced_fetch_target`` (below), which notes when
+each fetch began and ended, and splits each target of the batch into claim, fetch and store.
+
+At the end, also on an error or Ctrl-C, the cluster is stopped and the database dropped. No
+traffic leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import itertools
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from batch.targets import Target
+    from batch.worker import Caller, Result
+
+REPO = Path(__file__).resolve().parent.parent
+PAGES_DIR = Path("/work/shared/bench-data/article-extraction/html")
+N_TARGETS = 32
+LOOPBACK = "127.0.0.1"
+PG_SERVER = f"postgres://postgres@{LOOPBACK}:5432"
+DB_NAME = "sift_bench_batch"
+DATABASE_URL = f"{PG_SERVER}/{DB_NAME}"
+PRODUCTION_FETCH = "batch.adapter.fetch_target"
+TRACED_FETCH = "bench.batch.traced_fetch_target"
+# A cluster left behind by a run that was killed outright (SIGKILL, a crash) is stopped by the next.
+CLUSTER_PIDFILE = Path(tempfile.gettempdir()) / "sift-bench-batch.cluster.pid"
+AIM_RATIO = 1.3
+FINISH_POLL_SECONDS = 0.02
+JOB_TIMEOUT_SECONDS = 300.0
+READY_TIMEOUT_SECONDS = 60.0
+DIRECT_ATTEMPTS = 3
+# With --trace, a worker's gap between two targets this long is counted as a stall.
+STALL_SECONDS = 0.1
+# Other work on the machine above this many cores during a phase makes its time unreliable.
+BUSY_MACHINE_CORES = 0.25
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --- the upstream ----------------------------------------------------------------------------
+
+
+def load_pages(n: int) -> list[bytes]:
+    """The first ``n`` pages of the data set by file name (names are hashes: an arbitrary pick)."""
+    paths = sorted(PAGES_DIR.glob("*.html.gz"))[:n]
+    if len(paths) < n:
+        raise RuntimeError(f"{PAGES_DIR} holds {len(paths)} pages, {n} are needed")
+    return [gzip.decompress(path.read_bytes()) for path in paths]
+
+
+class Upstream(ThreadingHTTPServer):
+    """Serves page ``i`` at ``/<phase>/<i>.html`` and counts the requests of each phase."""
+
+    daemon_threads = True
+
+    def __init__(self, pages: list[bytes]) -> None:
+        super().__init__((LOOPBACK, 0), ArticleHandler)
+        self.pages = pages
+        self.served: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def urls(self, phase: str) -> list[str]:
+        port = self.server_address[1]
+        return [f"http://{LOOPBACK}:{port}/{phase}/{i:02d}.html" for i in range(len(self.pages))]
+
+
+class ArticleHandler(BaseHTTPRequestHandler):
+    server: Upstream
+
+    def do_GET(self) -> None:
+        phase, _, name = self.path.lstrip("/").partition("/")
+        index = name.removesuffix(".html")
+        if not index.isdigit() or int(index) >= len(self.server.pages):
+            self.send_error(404)
+            return
+        body = self.server.pages[int(index)]
+        with self.server.lock:
+            self.server.served[phase] += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a line per request would drown the table
+
+
+@contextmanager
+def upstream(pages: list[bytes]) -> Iterator[Upstream]:
+    server = Upstream(pages)
+    threading.Thread(target=server.serve_forever, name="upstream", daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+def pg_admin(*statements: str) -> list[tuple[Any, ...]]:
+    """Run statements on the maintenance database in autocommit; rows of the last one."""
+    import psycopg
+
+    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+        rows: list[tuple[Any, ...]] = []
+        for statement in statements:
+            cursor = conn.execute(statement)
+            rows = cursor.fetchall() if cursor.description else []
+        return rows
+
+
+def recreate_database() -> None:
+    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)", f"CREATE DATABASE {DB_NAME}")
+
+
+def drop_database() -> None:
+    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+
+
+def server_settings() -> str:
+    names = ("server_version", "fsync", "synchronous_commit", "shared_buffers")
+    return ", ".join(f"{name}={pg_admin(f'SHOW {name}')[0][0]}" for name in names)
+
+
+def backend_pids() -> list[int]:
+    return [pid for (pid,) in pg_admin(f"SELECT pid FROM pg_stat_activity WHERE datname = '{DB_NAME}'")]
+
+
+# --- CPU, from /proc -------------------------------------------------------------------------
+
+
+def process_cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [child for child, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
+
+
+def machine_busy() -> float:
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    return (sum(fields) - fields[3] - fields[4]) / CLOCK_TICKS  # all but idle and iowait
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    machine: float
+    ours: dict[int, float]
+    postgres: dict[int, float]
+
+    @classmethod
+    def take(cls, roots: list[int]) -> CpuSnapshot:
+        """``roots``: the process trees besides this process whose CPU is ours."""
+        ours = [os.getpid(), *roots, *(pid for root in roots for pid in descendants(root))]
+        return cls(
+            machine_busy(),
+            {pid: process_cpu(pid) for pid in ours},
+            {pid: process_cpu(pid) for pid in backend_pids()},
+        )
+
+
+def cpu_cores(before: CpuSnapshot, after: CpuSnapshot, seconds: float) -> dict[str, float]:
+    """Cores used during the phase: this process and the cluster, our PostgreSQL backends, the rest.
+
+    A process that started during the phase counts from zero; a backend that ended before the
+    second snapshot is missed, which is why the direct lanes close theirs only after it.
+    """
+    ours = sum(cpu - before.ours.get(pid, 0.0) for pid, cpu in after.ours.items())
+    postgres = sum(cpu - before.postgres.get(pid, 0.0) for pid, cpu in after.postgres.items())
+    machine = after.machine - before.machine
+    return {"ours": ours / seconds, "pg": postgres / seconds, "other": (machine - ours - postgres) / seconds}
+
+
+# --- Django in this process ------------------------------------------------------------------
+
+
+def bench_env(workers: int, metrics_dir: Path, fetch: str) -> dict[str, str]:
+    """The environment of the cluster and of this process: ours, minus any operator's SIFT_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIFT_", "DATABASE_URL", "PROMETHEUS"))}
+    env.update(
+        DATABASE_URL=DATABASE_URL,
+        DJANGO_SETTINGS_MODULE="sift_site.settings",
+        DEBUG="false",
+        SIFT_BATCH_WORKERS=str(workers),
+        SIFT_FETCH_ALLOW_CIDRS="127.0.0.0/8",
+        # As `make run` does, for both phases: every fetch's metrics go to files.
+        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+        PYTHONUNBUFFERED="1",
+    )
+    if fetch != PRODUCTION_FETCH:
+        env.update(SIFT_BATCH_FETCH=fetch, SIFT_BENCH_TRACE=str(metrics_dir.parent / "trace.jsonl"))
+    return env
+
+
+def setup_django(env: dict[str, str]) -> None:
+    os.environ.clear()
+    # The cluster logs every target as in production; this process keeps the table readable.
+    os.environ.update(env, LOG_LEVEL="WARNING")
+    # Ahead of bench/, where this file would otherwise be found as the module ``batch``.
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+
+
+def migrate_and_issue_caller() -> Any:
+    from django.core.management import call_command
+
+    from batch.models import ApiKey
+
+    call_command("migrate", verbosity=0, interactive=False)
+    caller, _ = ApiKey.issue("bench-batch")
+    return caller
+
+
+def empty_document_cache() -> None:
+    from batch.fetch.models import CachedDocument
+
+    CachedDocument.objects.all().delete()
+
+
+def close_django_connections() -> None:
+    from django.apps import apps
+
+    if apps.ready:
+        from django.db import connections
+
+        connections.close_all()
+
+
+# --- the cluster -----------------------------------------------------------------------------
+
+
+@contextmanager
+def cluster(env: dict[str, str], log_path: Path, workers: int) -> Iterator[subprocess.Popen[bytes]]:
+    stop_stale_cluster()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop the cluster in order
+        )
+    CLUSTER_PIDFILE.write_text(str(process.pid))
+    try:
+        wait_for_heartbeats(process, log_path, workers)
+        yield process
+    finally:
+        stop(process)
+        CLUSTER_PIDFILE.unlink(missing_ok=True)
+
+
+def stop_stale_cluster() -> None:
+    """Stop the qcluster an earlier run started and could not stop, if it still runs on our database."""
+    try:
+        pid = int(CLUSTER_PIDFILE.read_text())
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return
+    if f"DATABASE_URL={DATABASE_URL}".encode() in environ and b"qcluster" in cmdline:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def wait_for_heartbeats(process: subprocess.Popen[bytes], log_path: Path, workers: int) -> None:
+    """Every cluster worker process writes a heartbeat row once it has started (batch/heartbeat.py)."""
+    from batch.models import ClusterHeartbeat
+
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    while ClusterHeartbeat.objects.count() < workers:
+        if process.poll() is not None or time.monotonic() > deadline:
+            tail = log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the cluster did not come up:\n{tail}")
+        time.sleep(0.1)
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()  # the main process only: qcluster stops its children itself
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+# --- the phases ------------------------------------------------------------------------------
+
+
+@dataclass
+class Phase:
+    """One phase of one run. Times in seconds; ``spans`` are (start, end) per target, in index order."""
+
+    kind: str
+    run: int
+    total: float
+    spans: list[tuple[float, float]]
+    chars: list[int]
+    db_total: float | None = None
+    wake: float | None = None
+    cpu: dict[str, float] = field(default_factory=dict)
+    trace: str = ""
+
+
+class LanesCrashed(Exception):
+    pass
+
+
+class DirectLanes:
+    """A child process (``--direct-lanes N``) that fetches each phase's URLs with N threads.
+
+    The lanes get a process of their own, so that the upstream server in this process competes
+    with them no more than with the cluster, and so that a crash in a lane (trafilatura is not
+    safe in two threads at once, adbar/trafilatura#840) ends one phase, not the bench.
+    """
+
+    def __init__(self, env: dict[str, str], log_path: Path, threads: int) -> None:
+        self.args = [sys.executable, "-X", "faulthandler", __file__, "--direct-lanes", str(threads)]
+        self.env = {**env, "LOG_LEVEL": "WARNING"}
+        self.log_path = log_path
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen[str]:
+        with self.log_path.open("a") as log:
+            self.log_offset = log.tell()
+            process = subprocess.Popen(
+                self.args,
+                cwd=REPO,
+                env=self.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                start_new_session=True,
+            )
+        assert process.stdout is not None
+        if process.stdout.readline() != "ready\n":  # Django is set up, the lanes may start
+            raise RuntimeError(f"the direct process did not start:\n{self.log_path.read_text()[-3000:]}")
+        return process
+
+    def fetch(self, urls: list[str]) -> dict[str, Any]:
+        """``total`` and ``results`` for ``urls``: each [began, ended, chars] or an error message."""
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None
+        assert stdout is not None
+        with contextlib.suppress(BrokenPipeError):
+            stdin.write(json.dumps(urls) + "\n")
+            stdin.flush()
+        answer = stdout.readline()
+        if answer:
+            result: dict[str, Any] = json.loads(answer)
+            return result
+        code = self.process.wait()
+        with self.log_path.open() as log:
+            log.seek(self.log_offset)
+            message = crash_summary(log.read())
+        self.process = self._start()
+        raise LanesCrashed(f"exit {code}: {message}")
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        stop(self.process)
+
+
+def crash_summary(stderr: str) -> str:
+    """The fatal error's first lines and the innermost frame of the thread that crashed."""
+    lines = stderr.splitlines()
+    head = [line for line in lines if line and not line.startswith((" ", "Thread", "Current", "Extension"))]
+    crashed = next((i for i, line in enumerate(lines) if line.startswith("Current thread")), len(lines))
+    frame = next((line.strip() for line in lines[crashed + 1 : crashed + 2]), "")
+    return " | ".join([*head[:2], frame])
+
+
+@contextmanager
+def direct_lanes(env: dict[str, str], log_path: Path, threads: int) -> Iterator[DirectLanes]:
+    lanes = DirectLanes(env, log_path, threads)
+    try:
+        yield lanes
+    finally:
+        lanes.close()
+
+
+def serve_direct_lanes(threads: int) -> None:
+    """``--direct-lanes``: for each JSON list of URLs on stdin, one JSON answer line on stdout."""
+    setup_django(dict(os.environ))
+    print("ready", flush=True)
+    with ThreadPoolExecutor(threads, thread_name_prefix="direct") as pool:
+        for line in sys.stdin:
+            urls = json.loads(line)
+            started = time.perf_counter()
+            # Taken in index order by the pool's threads; their connections stay open, as the cluster's do.
+            results = list(pool.map(fetch_directly, urls))
+            print(json.dumps({"total": time.perf_counter() - started, "results": results}), flush=True)
+
+
+def fetch_directly(url: str) -> tuple[float, float, int] | str:
+    from batch.fetch import cache, pipeline
+    from batch.fetch.errors import FetchError
+    from batch.targets import parse_target
+
+    began = time.perf_counter()
+    try:
+        envelope = pipeline.fetch(parse_target(url), partition=cache.FLEET_PARTITION)
+    except FetchError as exc:
+        return f"{exc.outcome}: {exc.message}"
+    return began, time.perf_counter(), envelope["chars"]
+
+
+def direct_phase(run: int, urls: list[str], setup: Setup) -> Phase:
+    before = CpuSnapshot.take(setup.roots())
+    answer = setup.lanes.fetch(urls)
+    total, results = answer["total"], answer["results"]
+    cpu = cpu_cores(before, CpuSnapshot.take(setup.roots()), total)
+    failures = [f"{idx}: {result}" for idx, result in enumerate(results) if isinstance(result, str)]
+    if failures:
+        raise RuntimeError(f"direct run {run}: {len(failures)} fetches failed: {failures[:3]}")
+    spans = [(began, ended) for began, ended, _ in results]
+    return Phase("direct", run, total, spans, [chars for _, _, chars in results], cpu=cpu)
+
+
+def batch_phase(run: int, urls: list[str], setup: Setup) -> Phase:
+    from batch import runner
+
+    targets: list[object] = list(urls)
+    before = CpuSnapshot.take(setup.roots())
+    started = time.perf_counter()
+    job_id = runner.submit(setup.caller, targets).job.pk
+    wait_until_finished(job_id)
+    total = time.perf_counter() - started
+    cpu = cpu_cores(before, CpuSnapshot.take(setup.roots()), total)
+    return stored_phase(job_id, run, total, cpu)
+
+
+def wait_until_finished(job_id: str) -> None:
+    from batch.models import LIVE_STATUSES, BatchJob
+
+    deadline = time.monotonic() + JOB_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        status, finished = BatchJob.objects.filter(pk=job_id).values_list("status", "finished_at").get()
+        if status not in LIVE_STATUSES and finished is not None:
+            return
+        time.sleep(FINISH_POLL_SECONDS)
+    raise RuntimeError(f"job {job_id} not finished after {JOB_TIMEOUT_SECONDS:.0f}s")
+
+
+def stored_phase(job_id: str, run: int, total: float, cpu: dict[str, float]) -> Phase:
+    """The batch's figures from what the worker wrote: target spans and chars, created -> finished."""
+    from batch.models import BatchJob, BatchTarget
+
+    job = BatchJob.objects.get(pk=job_id)
+    targets = list(BatchTarget.objects.filter(job_id=job_id).order_by("idx"))
+    if job.status != "done":
+        failed = [(t.idx, t.outcome, t.error) for t in targets if t.status == "failed"]
+        raise RuntimeError(f"batch run {run}: job {job_id} ended {job.status}: {failed[:3]}")
+    created = job.created_at.timestamp()
+    spans = [(stamp(t.started_at) - created, stamp(t.finished_at) - created) for t in targets]
+    return Phase(
+        "batch",
+        run,
+        total,
+        spans,
+        [(t.result or {})["meta"]["chars"] for t in targets],
+        db_total=stamp(job.finished_at) - created,
+        wake=min(start for start, _ in spans),
+        cpu=cpu,
+        trace=trace_summary(targets, created),
+    )
+
+
+def stamp(moment: datetime | None) -> float:
+    if moment is None:
+        raise RuntimeError("a finished job is missing a timestamp")
+    return moment.timestamp()
+
+
+@dataclass
+class Setup:
+    server: Upstream
+    caller: Any
+    cluster_pid: int
+    lanes: DirectLanes
+    crashes: list[str] = field(default_factory=list)
+
+    def roots(self) -> list[int]:
+        return [self.cluster_pid, self.lanes.process.pid]
+
+
+def run_phase(setup: Setup, kind: str, run: int) -> Phase:
+    """One phase. When the direct process crashes, the phase runs again on fresh URLs, up to
+    ``DIRECT_ATTEMPTS`` times, after an unmeasured pass that warms the new process up."""
+    for attempt in range(1, DIRECT_ATTEMPTS + 1):
+        label = f"{kind[0]}{run}" + (f"-{attempt}" if attempt > 1 else "")
+        try:
+            if attempt > 1:
+                setup.lanes.fetch(setup.server.urls(f"w{run}-{attempt}"))
+            empty_document_cache()
+            urls = setup.server.urls(label)
+            phase = batch_phase(run, urls, setup) if kind == "batch" else direct_phase(run, urls, setup)
+        except LanesCrashed as crash:
+            setup.crashes.append(f"direct run {run} attempt {attempt}: {crash}")
+            print(f"{run:<5}{kind:<8}   the direct process crashed ({crash}); running the phase again")
+            continue
+        served = setup.server.served[label]
+        if served != len(urls):
+            raise RuntimeError(f"{kind} run {run}: the upstream served {served} of {len(urls)}")
+        return phase
+    raise RuntimeError(f"the direct process crashed {DIRECT_ATTEMPTS} times in run {run}")
+
+
+# --- --trace ---------------------------------------------------------------------------------
+
+
+def traced_fetch_target(caller: Caller, target: Target) -> Result:
+    """The production FetchFunc, noting in ``SIFT_BENCH_TRACE`` when the fetch began and ended."""
+    from batch.adapter import fetch_target
+
+    began = time.time()
+    try:
+        return fetch_target(caller, target)
+    finally:
+        line = {"pid": os.getpid(), "url": target.url, "began": began, "ended": time.time()}
+        with open(os.environ["SIFT_BENCH_TRACE"], "a") as trace:
+            trace.write(json.dumps(line) + "\n")
+
+
+def trace_summary(targets: list[Any], created: float) -> str:
+    """Per target: claim (started_at -> fetch), fetch, store (fetch -> finished_at) and gap
+    (finished_at -> the same worker's next started_at), medians in ms; empty without --trace."""
+    path = os.environ.get("SIFT_BENCH_TRACE")
+    if not path or not Path(path).exists():
+        return ""
+    fetches = {line["url"]: line for line in map(json.loads, Path(path).read_text().splitlines())}
+    lanes: dict[int, list[tuple[float, float, float, float]]] = {}
+    for t in targets:
+        fetch = fetches[t.url]
+        times = (stamp(t.started_at), fetch["began"], fetch["ended"], stamp(t.finished_at))
+        lanes.setdefault(fetch["pid"], []).append(times)
+    steps: dict[str, list[float]] = {"claim": [], "fetch": [], "store": [], "gap": []}
+    for spans in lanes.values():
+        spans.sort()
+        for claimed, began, ended, finished in spans:
+            steps["claim"].append(began - claimed)
+            steps["fetch"].append(ended - began)
+            steps["store"].append(finished - ended)
+        steps["gap"] += [after[0] - before[3] for before, after in itertools.pairwise(spans)]
+    medians = ", ".join(f"{name} {statistics.median(v) * 1000:.0f}" for name, v in steps.items() if v)
+    stalls = [gap for gap in steps["gap"] if gap >= STALL_SECONDS]
+    split = "+".join(str(len(spans)) for spans in lanes.values())
+    starts = "/".join(f"{(spans[0][0] - created) * 1000:.0f}" for spans in lanes.values())
+    return (
+        f"per target, p50 ms: {medians}; gaps over {STALL_SECONDS * 1000:.0f} ms: {len(stalls)}, "
+        f"{sum(stalls) * 1000:.0f} ms in all; targets per worker {split}, first start at {starts} ms"
+    )
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figures:
+    total: float
+    db: float | None
+    wake: float | None
+    busy: float
+    idle: float
+    fetch_p50: float
+    fetch_max: float
+    ours: float
+    pg: float
+    other: float
+
+
+def figures(phase: Phase, workers: int) -> Figures:
+    """``busy``: the targets' own time per worker; ``idle``: the rest of the workers' time."""
+    durations = [end - start for start, end in phase.spans]
+    busy = sum(durations) / workers
+    return Figures(
+        total=phase.total,
+        db=phase.db_total,
+        wake=phase.wake,
+        busy=busy,
+        idle=(phase.db_total if phase.db_total is not None else phase.total) - busy,
+        fetch_p50=statistics.median(durations),
+        fetch_max=max(durations),
+        **phase.cpu,
+    )
+
+
+# (attribute, title, scale, decimals)
+COLUMNS = (
+    ("total", "total s", 1, 2),
+    ("db", "db s", 1, 2),
+    ("wake", "wake ms", 1000, 0),
+    ("busy", "busy s", 1, 2),
+    ("idle", "idle s", 1, 2),
+    ("fetch_p50", "p50 ms", 1000, 0),
+    ("fetch_max", "max ms", 1000, 0),
+    ("ours", "cpu us", 1, 2),
+    ("pg", "cpu pg", 1, 2),
+    ("other", "cpu oth", 1, 2),
+)
+
+
+def print_header() -> None:
+    print(f"{'run':<5}{'phase':<8}" + "".join(f"{title:>9}" for _, title, _, _ in COLUMNS))
+
+
+def print_row(label: str, kind: str, values: dict[str, float | None]) -> None:
+    cells = "".join(cell(values[name], scale, decimals) for name, _, scale, decimals in COLUMNS)
+    other = values["other"]
+    busy = other is not None and other > BUSY_MACHINE_CORES
+    print(f"{label:<5}{kind:<8}{cells}" + ("  (busy machine)" if busy else ""))
+
+
+def cell(value: float | None, scale: int, decimals: int) -> str:
+    return f"{'-':>9}" if value is None else f"{value * scale:>9.{decimals}f}"
+
+
+def median_row(rows: Sequence[Figures]) -> dict[str, float | None]:
+    medians: dict[str, float | None] = {}
+    for name, _, _, _ in COLUMNS:
+        values = [v for v in (getattr(row, name) for row in rows) if v is not None]
+        medians[name] = statistics.median(values) if values else None
+    return medians
+
+
+def print_summary(phases: list[Phase], workers: int, crashes: list[str]) -> None:
+    by_kind = {kind: [figures(p, workers) for p in phases if p.kind == kind] for kind in ("direct", "batch")}
+    print()
+    for kind, rows in by_kind.items():
+        print_row("p50", kind, median_row(rows))
+    pairs = list(zip(by_kind["direct"], by_kind["batch"], strict=True))
+    ratio, db_ratio = ratios(pairs)
+    verdict = "within" if ratio <= AIM_RATIO else "OVER"
+    print(
+        f"\nratio batch/direct, medians of all runs: {ratio:.2f} submit -> finished, "
+        f"{db_ratio:.2f} created_at -> finished_at; {verdict} the {AIM_RATIO} aim"
+    )
+    quiet = [(d, b) for d, b in pairs if max(d.other, b.other) <= BUSY_MACHINE_CORES]
+    for label, subset in (("runs 2 and later", pairs[1:]), ("quiet runs only", quiet)):
+        if subset and len(subset) < len(pairs):
+            print(f"  {label} ({len(subset)} of {len(pairs)}): {ratios(subset)[0]:.2f} submit -> finished")
+    print_warm_up(by_kind)
+    print_same_text(phases)
+    for crash in crashes:
+        print(f"CRASHED, and run again: {crash}")
+
+
+def ratios(pairs: Sequence[tuple[Figures, Figures]]) -> tuple[float, float]:
+    """Median batch time over median direct time, for submit -> finished and for the db times."""
+    direct = statistics.median(d.total for d, _ in pairs)
+    batch = statistics.median(b.total for _, b in pairs)
+    db = statistics.median(b.db for _, b in pairs if b.db is not None)
+    return batch / direct, db / direct
+
+
+def print_warm_up(by_kind: dict[str, list[Figures]]) -> None:
+    if len(by_kind["direct"]) < 2:  # a first run and at least one later one
+        return
+    parts = []
+    for kind, rows in by_kind.items():
+        later = statistics.median(f.total for f in rows[1:])
+        parts.append(f"{kind} {rows[0].total:.2f} s vs {later:.2f} s ({rows[0].total - later:+.2f} s)")
+    print("warm-up, first run vs median of later runs: " + "; ".join(parts))
+
+
+def print_same_text(phases: list[Phase]) -> None:
+    reference = phases[0].chars
+    differing = sorted({i for p in phases for i, n in enumerate(p.chars) if n != reference[i]})
+    if differing:
+        print(f"WARNING: extracted text lengths differ between phases for targets {differing}")
+    else:
+        print(f"every phase extracted the same text lengths for all {len(reference)} targets")
+
+
+def print_setup(pages: list[bytes], workers: int, fetch: str) -> None:
+    sizes = sorted(len(page) for page in pages)
+    print(f"PostgreSQL: {server_settings()}; CPUs: {os.cpu_count()}")
+    print(
+        f"upstream: {len(pages)} pages of {PAGES_DIR.parent.name}, {sum(sizes) / 1e6:.1f} MB, "
+        f"{sizes[0] // 1000}-{sizes[-1] // 1000} kB (median {statistics.median(sizes) / 1000:.0f} kB)"
+    )
+    print(
+        f"direct: pipeline.fetch, {workers} threads in one process; batch: qcluster, "
+        f"SIFT_BATCH_WORKERS={workers}, SIFT_BATCH_FETCH={fetch}"
+    )
+    print("cache: own URLs per phase and run, table emptied before each phase: every lookup misses")
+    print(
+        "total: direct threads started -> joined; batch before submit -> poll sees it finished. "
+        "db: created_at -> finished_at.\nwake: created_at -> first target started. busy: the "
+        "targets' own time / workers; idle: (db or total) - busy. p50, max: one target.\n"
+        "cpu, in cores: us = bench + direct process + cluster, pg = our PostgreSQL backends, oth = the "
+        f"rest of the machine (over {BUSY_MACHINE_CORES}: busy machine)\n"
+    )
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return number
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--runs", type=positive, default=3, help="runs of each phase (default 3)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="SIFT_BATCH_WORKERS of the cluster and threads of the direct phase (default 2)",
+    )
+    parser.add_argument("--trace", action="store_true", help="split each batch target into its steps")
+    parser.add_argument("--direct-lanes", type=int, default=0, help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def bench(args: argparse.Namespace, workdir: Path) -> tuple[list[Phase], list[str]]:
+    fetch = TRACED_FETCH if args.trace else PRODUCTION_FETCH
+    pages = load_pages(N_TARGETS)
+    env = bench_env(args.workers, workdir / "metrics", fetch)
+    (workdir / "metrics").mkdir()
+    setup_django(env)
+    caller = migrate_and_issue_caller()
+    print_setup(pages, args.workers, fetch)
+    phases = []
+    with (
+        upstream(pages) as server,
+        cluster(env, workdir / "cluster.log", args.workers) as process,
+        direct_lanes(env, workdir / "direct.log", args.workers) as lanes,
+    ):
+        setup = Setup(server, caller, process.pid, lanes)
+        print_header()
+        # Alternating, so that whatever else the machine does hits both phases alike.
+        for run, kind in itertools.product(range(1, args.runs + 1), ("direct", "batch")):
+            phase = run_phase(setup, kind, run)
+            print_row(str(run), kind, vars(figures(phase, args.workers)))
+            if phase.trace:
+                print(f"{'':<13}{phase.trace}")
+            phases.append(phase)
+    return phases, setup.crashes
+
+
+def raise_interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    args = parse_args()
+    if args.direct_lanes:
+        serve_direct_lanes(args.direct_lanes)
+        return 0
+    # SIGTERM unwinds like Ctrl-C: the cluster and the direct process are stopped, the database dropped.
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    recreate_database()
+    try:
+        with tempfile.TemporaryDirectory(prefix="sift-bench-batch-") as tmp:
+            phases, crashes = bench(args, Path(tmp))
+        print_summary(phases, args.workers, crashes)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        close_django_connections()
+        drop_database()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
