@@ -55,8 +55,7 @@ class TargetOptions:
 
     def to_dict(self) -> dict[str, Any]:
         """The options that differ from their defaults, which is the canonical form."""
-        defaults = asdict(TargetOptions())
-        return {k: v for k, v in asdict(self).items() if v != defaults[k]}
+        return {k: v for k, v in asdict(self).items() if v != _DEFAULT_OPTIONS[k]}
 
     @property
     def page_ranges(self) -> tuple[PageRange, ...] | None:
@@ -69,6 +68,9 @@ class TargetOptions:
     @property
     def narrowed(self) -> bool:
         return any(v is not None for v in (self.pages, self.grep, self.jq, self.question))
+
+
+_DEFAULT_OPTIONS = asdict(TargetOptions())
 
 
 @dataclass(frozen=True)

@@ -169,8 +169,16 @@ LOGGING = {
     "formatters": {
         "line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
+    "filters": {
+        # 429 and 503 are back-pressure the API answers on purpose, with Retry-After; logging
+        # each as a warning or an error would bury real errors under a retry storm.
+        "not_back_pressure": {
+            "()": "django.utils.log.CallbackFilter",
+            "callback": lambda record: getattr(record, "status_code", None) not in (429, 503),
+        },
+    },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "line"},
+        "console": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["not_back_pressure"]},
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # These libraries name hosts and URLs, or chatter, in their messages; SPEC §6 keeps URLs out.

@@ -111,3 +111,13 @@ def test_check_deploy_without_tls_settings_reports_only_the_documented_warnings(
     reported = set(re.findall(r"\(security\.(W\d+)\)", result.stderr))
     # docs/operations.md: TLS is terminated in front of sift; these follow from leaving HSTS/redirect off.
     assert reported <= {"W004", "W008"}
+
+
+@pytest.mark.parametrize(("status", "logged"), [(429, False), (503, False), (500, True), (404, True)])
+def test_back_pressure_answers_are_not_logged_as_errors(status, logged):
+    import logging
+
+    console = next(h for h in logging.getLogger().handlers if h.name == "console")
+    record = logging.LogRecord("django.request", logging.ERROR, __file__, 1, "Unavailable", None, None)
+    record.status_code = status
+    assert bool(console.filter(record)) is logged
