@@ -20,7 +20,6 @@ import socket
 import ssl
 import threading
 import time
-import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,13 +33,12 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ReadTimeoutError, SSLError
 from urllib3.response import BaseHTTPResponse
 
-from batch.fetch import guard
+from batch.fetch import decoding, guard
 from batch.fetch.errors import FetchError
 
 USER_AGENT = "sift/0.1 (+https://github.com/sift/sift; a reader for AI agents)"
 ACCEPT = "text/html,application/xhtml+xml,application/json,application/pdf,text/plain;q=0.9,*/*;q=0.8"
 MAX_REDIRECTS = 5
-MAX_ENCODINGS = 2
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 CA_BUNDLE = certifi.where()  # read at each download, so tests can trust their own CA
 
@@ -51,9 +49,6 @@ _OWNED_HEADERS = frozenset(
 _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _HEADER_VALUE_FORBIDDEN = re.compile(r"[\r\n\x00]")
-# zlib window bits per content coding; "deflate" is meant to be zlib-wrapped, but many
-# servers send raw deflate, so that is tried second.
-_WBITS = {"gzip": (31,), "x-gzip": (31,), "deflate": (15, -15)}
 _UNREACHABLE_HINT = "The site could not be reached; check the host name or retry later."
 _LIBRARY_ERRORS = (HTTPError, http.client.HTTPException, OSError)
 
@@ -269,92 +264,18 @@ def _request_headers(
     return headers
 
 
-def _too_long() -> FetchError:
-    limit = int(settings.SIFT_FETCH_MAX_BYTES)
-    return FetchError(
-        "too_long",
-        f"the body is larger than {limit} bytes once decompressed",
-        f"sift reads at most {limit / 2**20:.1f} MiB of a document; fetch a smaller document "
-        "or a narrower URL.",
-    )
-
-
-def _codings(headers: Mapping[str, str]) -> list[str]:
-    names = [name.strip().lower() for name in headers.get("content-encoding", "").split(",")]
-    codings = [name for name in names if name and name != "identity"]
-    if len(codings) > MAX_ENCODINGS:
-        raise FetchError(
-            "unsupported",
-            f"the body has {len(codings)} content encodings; sift undoes at most {MAX_ENCODINGS}",
-            "The site stacks too many compression layers; try another URL for the same content.",
-        )
-    unknown = [name for name in codings if name not in _WBITS]
-    if unknown:
-        raise FetchError(
-            "unsupported",
-            f"the content encoding {unknown[0]!r} is not supported",
-            "sift understands gzip and deflate only; try another URL for the same content.",
-        )
-    return codings
-
-
-def _slack(limit: int) -> int:
-    """Room for compression overhead: deflate grows incompressible data by well under 0.1%."""
-    return limit + limit // 1000 + 1024
-
-
 def _read_raw(response: BaseHTTPResponse, limit: int, deadline: _Deadline) -> bytes:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise _too_long()
+        raise decoding.too_long()
     body = bytearray()
     while chunk := response.read1(_READ_SIZE):
         body += chunk
         if len(body) > limit:
-            raise _too_long()
+            raise decoding.too_long()
         deadline.check()
     deadline.check()
     return bytes(body)
-
-
-def _inflate_members(data: bytes, wbits: int, limit: int) -> bytes:
-    """Decompress at most ``limit + 1`` bytes; a gzip body may hold several members."""
-    out = bytearray()
-    first = True
-    while data:
-        decoder = zlib.decompressobj(wbits)
-        try:
-            out += decoder.decompress(data, limit + 1 - len(out))
-        except zlib.error:
-            if first:
-                raise
-            break  # bytes after a complete member are ignored, as browsers do
-        if len(out) > limit:
-            raise _too_long()
-        if not decoder.eof:
-            break  # a truncated stream: keep what arrived
-        data, first = decoder.unused_data, False
-    return bytes(out)
-
-
-def _inflate(data: bytes, coding: str, limit: int) -> bytes:
-    for wbits in _WBITS[coding]:
-        try:
-            return _inflate_members(data, wbits, limit)
-        except zlib.error:
-            continue
-    raise FetchError(
-        "upstream_5xx",
-        f"the body could not be decompressed ({coding})",
-        "The site sent a damaged response; retry later.",
-    )
-
-
-def _decode(body: bytes, codings: list[str], limit: int) -> bytes:
-    """Undo the codings, last applied first; the middle layer may be a little over the limit."""
-    for position, coding in enumerate(reversed(codings)):
-        body = _inflate(body, coding, limit if position == len(codings) - 1 else _slack(limit))
-    return body
 
 
 def _lower_headers(response: BaseHTTPResponse) -> dict[str, str]:
@@ -390,10 +311,10 @@ def _check_hop(url: str, hop: int) -> guard.Destination:
 
 def _receive(url: str, response: BaseHTTPResponse, deadline: _Deadline) -> _Answer:
     headers = _lower_headers(response)
-    codings = _codings(headers)
+    codings = decoding.codings(headers)
     limit = int(settings.SIFT_FETCH_MAX_BYTES)
-    raw = _read_raw(response, _slack(limit) if codings else limit, deadline)
-    return _Answer(url, response.status, headers, _decode(raw, codings, limit))
+    raw = _read_raw(response, decoding.slack(limit) if codings else limit, deadline)
+    return _Answer(url, response.status, headers, decoding.decode(raw, codings, limit))
 
 
 def _follow(url: str, extra: dict[str, str], deadline: _Deadline) -> _Answer:
