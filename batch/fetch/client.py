@@ -36,7 +36,7 @@ from urllib3.response import BaseHTTPResponse
 from batch.fetch import decoding, guard
 from batch.fetch.errors import FetchError
 
-USER_AGENT = "sift/0.1 (+https://github.com/sift/sift; a reader for AI agents)"
+USER_AGENT = "sift/0.1 (a self-hosted web reader for AI agents)"
 ACCEPT = "text/html,application/xhtml+xml,application/json,application/pdf,text/plain;q=0.9,*/*;q=0.8"
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
