@@ -244,7 +244,7 @@ class BatchTargetAdmin(TargetsFollowTheirJob, admin.ModelAdmin):
     search_help_text = "A whole job id."
     fieldsets = [
         (None, {"fields": ["job", "idx", "target_url", "options_json", "status"]}),
-        ("Outcome", {"fields": ["outcome", "error", "hint", "attempts"]}),
+        ("Outcome", {"fields": ["outcome", "error", "hint", "attempts", "lost_leases"]}),
         ("Result", {"fields": ["result_size", "content", "meta"]}),
         (
             "Scheduling",

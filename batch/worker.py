@@ -42,6 +42,7 @@ from batch.targets import Target, parse_target
 log = logging.getLogger(__name__)
 
 MAX_LOST_LEASES = 3
+ALL_FAILED = "every target failed; each target's error and hint say why"
 IDLE_POLL_SECONDS = 0.2
 
 
@@ -269,6 +270,10 @@ def _settle_job(job_id: str, now: datetime) -> None:
             When(targets_failed=0, then=Value(JobStatus.DONE)),
             When(targets_failed=F("targets_total"), then=Value(JobStatus.FAILED)),
             default=Value(JobStatus.PARTIAL),
+        ),
+        error=Case(
+            When(targets_failed=F("targets_total"), then=Value(ALL_FAILED)),
+            default=Value(""),
         ),
         finished_at=now,
     )

@@ -53,6 +53,8 @@ def test_some_failing_targets_make_the_job_partial_and_all_failing_make_it_faile
     failed.refresh_from_db()
     assert (partial.status, partial.targets_done, partial.targets_failed) == ("partial", 2, 1)
     assert (failed.status, failed.targets_done, failed.targets_failed) == ("failed", 2, 2)
+    assert failed.error == worker.ALL_FAILED
+    assert partial.error == ""
     bad = partial.targets.get(idx=1)
     assert (bad.outcome, bad.error, bad.hint, bad.result) == (
         "timeout",
