@@ -39,7 +39,6 @@ import gzip
 import itertools
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -54,19 +53,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
+
+# Run as a script, bench/ comes first on the path; the repository goes ahead of it, for
+# ``bench.*`` and so that ``batch`` is the app, not this file.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import harness
+from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group
+from bench.harness import LOOPBACK, REPO
+from bench.postgres import BenchDatabase, server_settings
 
 if TYPE_CHECKING:
     from batch.targets import Target
     from batch.worker import Caller, Result
 
-REPO = Path(__file__).resolve().parent.parent
 PAGES_DIR = Path("/work/shared/bench-data/article-extraction/html")
 N_TARGETS = 32
-LOOPBACK = "127.0.0.1"
-PG_SERVER = f"postgres://postgres@{LOOPBACK}:5432"
-DB_NAME = "sift_bench_batch"
-DATABASE_URL = f"{PG_SERVER}/{DB_NAME}"
+DATABASE = BenchDatabase("sift_bench_batch")
 PRODUCTION_FETCH = "batch.adapter.fetch_target"
 TRACED_FETCH = "bench.batch.traced_fetch_target"
 # A cluster left behind by a run that was killed outright (SIGKILL, a crash) is stopped by the next.
@@ -74,13 +78,9 @@ CLUSTER_PIDFILE = Path(tempfile.gettempdir()) / "sift-bench-batch.cluster.pid"
 AIM_RATIO = 1.3
 FINISH_POLL_SECONDS = 0.02
 JOB_TIMEOUT_SECONDS = 300.0
-READY_TIMEOUT_SECONDS = 60.0
 DIRECT_ATTEMPTS = 3
 # With --trace, a worker's gap between two targets this long is counted as a stall.
 STALL_SECONDS = 0.1
-# Other work on the machine above this many cores during a phase makes its time unreliable.
-BUSY_MACHINE_CORES = 0.25
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 # --- the upstream ----------------------------------------------------------------------------
@@ -143,215 +143,36 @@ def upstream(pages: list[bytes]) -> Iterator[Upstream]:
         server.server_close()
 
 
-# --- PostgreSQL ------------------------------------------------------------------------------
-
-
-def pg_admin(*statements: str) -> list[tuple[Any, ...]]:
-    """Run statements on the maintenance database in autocommit; rows of the last one."""
-    import psycopg
-
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        rows: list[tuple[Any, ...]] = []
-        for statement in statements:
-            cursor = conn.execute(statement)
-            rows = cursor.fetchall() if cursor.description else []
-        return rows
-
-
-def recreate_database() -> None:
-    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)", f"CREATE DATABASE {DB_NAME}")
-
-
-def drop_database() -> None:
-    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-
-
-def server_settings() -> str:
-    names = ("server_version", "fsync", "synchronous_commit", "shared_buffers")
-    return ", ".join(f"{name}={pg_admin(f'SHOW {name}')[0][0]}" for name in names)
-
-
-def backend_pids() -> list[int]:
-    return [pid for (pid,) in pg_admin(f"SELECT pid FROM pg_stat_activity WHERE datname = '{DB_NAME}'")]
-
-
 # --- CPU, from /proc -------------------------------------------------------------------------
 
 
-def process_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-
-
-def descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-    found, frontier = [], [pid]
-    while frontier:
-        frontier = [child for child, parent in parents.items() if parent in frontier]
-        found += frontier
-    return found
-
-
-def machine_busy() -> float:
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
-    return (sum(fields) - fields[3] - fields[4]) / CLOCK_TICKS  # all but idle and iowait
-
-
-@dataclass(frozen=True)
-class CpuSnapshot:
-    machine: float
-    ours: dict[int, float]
-    postgres: dict[int, float]
-
-    @classmethod
-    def take(cls, roots: list[int]) -> CpuSnapshot:
-        """``roots``: the process trees besides this process whose CPU is ours."""
-        ours = [os.getpid(), *roots, *(pid for root in roots for pid in descendants(root))]
-        return cls(
-            machine_busy(),
-            {pid: process_cpu(pid) for pid in ours},
-            {pid: process_cpu(pid) for pid in backend_pids()},
-        )
-
-
-def cpu_cores(before: CpuSnapshot, after: CpuSnapshot, seconds: float) -> dict[str, float]:
-    """Cores used during the phase: this process and the cluster, our PostgreSQL backends, the rest.
+def phase_cpu(before: CpuSnapshot, setup: Setup, seconds: float) -> dict[str, float]:
+    """Cores used during the phase: this process, the cluster and the direct process (``ours``),
+    our PostgreSQL backends (``pg``), the rest of the machine (``other``).
 
     A process that started during the phase counts from zero; a backend that ended before the
     second snapshot is missed, which is why the direct lanes close theirs only after it.
     """
-    ours = sum(cpu - before.ours.get(pid, 0.0) for pid, cpu in after.ours.items())
-    postgres = sum(cpu - before.postgres.get(pid, 0.0) for pid, cpu in after.postgres.items())
-    machine = after.machine - before.machine
-    return {"ours": ours / seconds, "pg": postgres / seconds, "other": (machine - ours - postgres) / seconds}
+    after = CpuSnapshot.take()
+    groups = {"ours": bench_processes(setup.roots(), after.processes), "pg": DATABASE.backend_pids()}
+    return cores_by_group(before, after, groups, seconds)
 
 
 # --- Django in this process ------------------------------------------------------------------
 
 
 def bench_env(workers: int, metrics_dir: Path, fetch: str) -> dict[str, str]:
-    """The environment of the cluster and of this process: ours, minus any operator's SIFT_*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIFT_", "DATABASE_URL", "PROMETHEUS"))}
-    env.update(
-        DATABASE_URL=DATABASE_URL,
-        DJANGO_SETTINGS_MODULE="sift_site.settings",
-        DEBUG="false",
-        SIFT_BATCH_WORKERS=str(workers),
-        SIFT_FETCH_ALLOW_CIDRS="127.0.0.0/8",
-        # As `make run` does, for both phases: every fetch's metrics go to files.
-        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
-        PYTHONUNBUFFERED="1",
-    )
+    """The environment of the cluster, of the direct process and of this process."""
+    settings = {"SIFT_BATCH_WORKERS": str(workers), "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.0/8"}
     if fetch != PRODUCTION_FETCH:
-        env.update(SIFT_BATCH_FETCH=fetch, SIFT_BENCH_TRACE=str(metrics_dir.parent / "trace.jsonl"))
-    return env
-
-
-def setup_django(env: dict[str, str]) -> None:
-    os.environ.clear()
-    # The cluster logs every target as in production; this process keeps the table readable.
-    os.environ.update(env, LOG_LEVEL="WARNING")
-    # Ahead of bench/, where this file would otherwise be found as the module ``batch``.
-    sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-
-
-def migrate_and_issue_caller() -> Any:
-    from django.core.management import call_command
-
-    from batch.models import ApiKey
-
-    call_command("migrate", verbosity=0, interactive=False)
-    caller, _ = ApiKey.issue("bench-batch")
-    return caller
+        settings.update(SIFT_BATCH_FETCH=fetch, SIFT_BENCH_TRACE=str(metrics_dir.parent / "trace.jsonl"))
+    return harness.service_env(DATABASE.url, metrics_dir, **settings)
 
 
 def empty_document_cache() -> None:
     from batch.fetch.models import CachedDocument
 
     CachedDocument.objects.all().delete()
-
-
-def close_django_connections() -> None:
-    from django.apps import apps
-
-    if apps.ready:
-        from django.db import connections
-
-        connections.close_all()
-
-
-# --- the cluster -----------------------------------------------------------------------------
-
-
-@contextmanager
-def cluster(env: dict[str, str], log_path: Path, workers: int) -> Iterator[subprocess.Popen[bytes]]:
-    stop_stale_cluster()
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches us only; we stop the cluster in order
-        )
-    CLUSTER_PIDFILE.write_text(str(process.pid))
-    try:
-        wait_for_heartbeats(process, log_path, workers)
-        yield process
-    finally:
-        stop(process)
-        CLUSTER_PIDFILE.unlink(missing_ok=True)
-
-
-def stop_stale_cluster() -> None:
-    """Stop the qcluster an earlier run started and could not stop, if it still runs on our database."""
-    try:
-        pid = int(CLUSTER_PIDFILE.read_text())
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, ValueError):
-        return
-    if f"DATABASE_URL={DATABASE_URL}".encode() in environ and b"qcluster" in cmdline:
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-
-
-def wait_for_heartbeats(process: subprocess.Popen[bytes], log_path: Path, workers: int) -> None:
-    """Every cluster worker process writes a heartbeat row once it has started (batch/heartbeat.py)."""
-    from batch.models import ClusterHeartbeat
-
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while ClusterHeartbeat.objects.count() < workers:
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"the cluster did not come up:\n{tail}")
-        time.sleep(0.1)
-
-
-def stop(process: subprocess.Popen[Any]) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()  # the main process only: qcluster stops its children itself
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 # --- the phases ------------------------------------------------------------------------------
@@ -430,7 +251,7 @@ class DirectLanes:
     def close(self) -> None:
         if self.process.stdin is not None:
             self.process.stdin.close()
-        stop(self.process)
+        harness.stop(self.process)
 
 
 def crash_summary(stderr: str) -> str:
@@ -453,7 +274,7 @@ def direct_lanes(env: dict[str, str], log_path: Path, threads: int) -> Iterator[
 
 def serve_direct_lanes(threads: int) -> None:
     """``--direct-lanes``: for each JSON list of URLs on stdin, one JSON answer line on stdout."""
-    setup_django(dict(os.environ))
+    harness.setup_django(dict(os.environ))
     print("ready", flush=True)
     with ThreadPoolExecutor(threads, thread_name_prefix="direct") as pool:
         for line in sys.stdin:
@@ -478,10 +299,10 @@ def fetch_directly(url: str) -> tuple[float, float, int] | str:
 
 
 def direct_phase(run: int, urls: list[str], setup: Setup) -> Phase:
-    before = CpuSnapshot.take(setup.roots())
+    before = CpuSnapshot.take()
     answer = setup.lanes.fetch(urls)
     total, results = answer["total"], answer["results"]
-    cpu = cpu_cores(before, CpuSnapshot.take(setup.roots()), total)
+    cpu = phase_cpu(before, setup, total)
     failures = [f"{idx}: {result}" for idx, result in enumerate(results) if isinstance(result, str)]
     if failures:
         raise RuntimeError(f"direct run {run}: {len(failures)} fetches failed: {failures[:3]}")
@@ -493,25 +314,13 @@ def batch_phase(run: int, urls: list[str], setup: Setup) -> Phase:
     from batch import runner
 
     targets: list[object] = list(urls)
-    before = CpuSnapshot.take(setup.roots())
+    before = CpuSnapshot.take()
     started = time.perf_counter()
     job_id = runner.submit(setup.caller, targets).job.pk
-    wait_until_finished(job_id)
+    harness.wait_until_finished(job_id, FINISH_POLL_SECONDS, JOB_TIMEOUT_SECONDS)
     total = time.perf_counter() - started
-    cpu = cpu_cores(before, CpuSnapshot.take(setup.roots()), total)
+    cpu = phase_cpu(before, setup, total)
     return stored_phase(job_id, run, total, cpu)
-
-
-def wait_until_finished(job_id: str) -> None:
-    from batch.models import LIVE_STATUSES, BatchJob
-
-    deadline = time.monotonic() + JOB_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        status, finished = BatchJob.objects.filter(pk=job_id).values_list("status", "finished_at").get()
-        if status not in LIVE_STATUSES and finished is not None:
-            return
-        time.sleep(FINISH_POLL_SECONDS)
-    raise RuntimeError(f"job {job_id} not finished after {JOB_TIMEOUT_SECONDS:.0f}s")
 
 
 def stored_phase(job_id: str, run: int, total: float, cpu: dict[str, float]) -> Phase:
@@ -790,34 +599,43 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def bench(args: argparse.Namespace, workdir: Path) -> tuple[list[Phase], list[str]]:
+def bench(args: argparse.Namespace) -> None:
+    with (
+        DATABASE.fresh(),
+        tempfile.TemporaryDirectory(prefix="sift-bench-batch-") as tmp,
+    ):
+        phases, crashes = measure(args, Path(tmp))
+    print_summary(phases, args.workers, crashes)
+
+
+def measure(args: argparse.Namespace, workdir: Path) -> tuple[list[Phase], list[str]]:
     fetch = TRACED_FETCH if args.trace else PRODUCTION_FETCH
     pages = load_pages(N_TARGETS)
     env = bench_env(args.workers, workdir / "metrics", fetch)
     (workdir / "metrics").mkdir()
-    setup_django(env)
-    caller = migrate_and_issue_caller()
-    print_setup(pages, args.workers, fetch)
+    with harness.django_in_process(env):
+        caller = harness.migrate_and_issue_caller("bench-batch")
+        print_setup(pages, args.workers, fetch)
+        with (
+            upstream(pages) as server,
+            harness.qcluster(env, workdir / "cluster.log", args.workers, CLUSTER_PIDFILE) as process,
+            direct_lanes(env, workdir / "direct.log", args.workers) as lanes,
+        ):
+            setup = Setup(server, caller, process.pid, lanes)
+            return run_alternately(setup, args), setup.crashes
+
+
+def run_alternately(setup: Setup, args: argparse.Namespace) -> list[Phase]:
+    print_header()
     phases = []
-    with (
-        upstream(pages) as server,
-        cluster(env, workdir / "cluster.log", args.workers) as process,
-        direct_lanes(env, workdir / "direct.log", args.workers) as lanes,
-    ):
-        setup = Setup(server, caller, process.pid, lanes)
-        print_header()
-        # Alternating, so that whatever else the machine does hits both phases alike.
-        for run, kind in itertools.product(range(1, args.runs + 1), ("direct", "batch")):
-            phase = run_phase(setup, kind, run)
-            print_row(str(run), kind, vars(figures(phase, args.workers)))
-            if phase.trace:
-                print(f"{'':<13}{phase.trace}")
-            phases.append(phase)
-    return phases, setup.crashes
-
-
-def raise_interrupt(signum: int, frame: object) -> NoReturn:
-    raise KeyboardInterrupt
+    # Alternating, so that whatever else the machine does hits both phases alike.
+    for run, kind in itertools.product(range(1, args.runs + 1), ("direct", "batch")):
+        phase = run_phase(setup, kind, run)
+        print_row(str(run), kind, vars(figures(phase, args.workers)))
+        if phase.trace:
+            print(f"{'':<13}{phase.trace}")
+        phases.append(phase)
+    return phases
 
 
 def main() -> int:
@@ -825,20 +643,7 @@ def main() -> int:
     if args.direct_lanes:
         serve_direct_lanes(args.direct_lanes)
         return 0
-    # SIGTERM unwinds like Ctrl-C: the cluster and the direct process are stopped, the database dropped.
-    signal.signal(signal.SIGTERM, raise_interrupt)
-    recreate_database()
-    try:
-        with tempfile.TemporaryDirectory(prefix="sift-bench-batch-") as tmp:
-            phases, crashes = bench(args, Path(tmp))
-        print_summary(phases, args.workers, crashes)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    finally:
-        close_django_connections()
-        drop_database()
-    return 0
+    return harness.run_until_interrupted(lambda: bench(args))
 
 
 if __name__ == "__main__":

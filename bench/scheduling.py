@@ -35,144 +35,31 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING
+
+# Run as a script, bench/ comes first on the path; the repository goes ahead of it, for ``bench.*``.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import harness
+from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group
+from bench.postgres import BenchDatabase, server_settings
 
 if TYPE_CHECKING:
     from batch.models import ApiKey
 
-REPO = Path(__file__).resolve().parent.parent
-LOOPBACK = "127.0.0.1"
-PG_SERVER = f"postgres://postgres@{LOOPBACK}:5432"
-DB_NAME = "sift_bench_sched"
-DATABASE_URL = f"{PG_SERVER}/{DB_NAME}"
+DATABASE = BenchDatabase("sift_bench_sched")
 NOOP_FETCH = "bench.noop.noop"
 AIM_MS = 15.0
 FINISH_POLL_SECONDS = 0.01
 JOB_TIMEOUT_SECONDS = 120.0
-READY_TIMEOUT_SECONDS = 60.0
-
-
-# --- PostgreSQL ------------------------------------------------------------------------------
-
-
-def pg_admin(*statements: str) -> list[tuple[Any, ...]]:
-    """Run statements on the maintenance database in autocommit; rows of the last one."""
-    import psycopg
-
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        rows: list[tuple[Any, ...]] = []
-        for statement in statements:
-            cursor = conn.execute(statement)
-            rows = cursor.fetchall() if cursor.description else []
-        return rows
-
-
-def recreate_database() -> None:
-    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)", f"CREATE DATABASE {DB_NAME}")
-
-
-def drop_database() -> None:
-    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-
-
-def server_settings() -> str:
-    names = ("server_version", "fsync", "synchronous_commit", "shared_buffers")
-    return ", ".join(f"{name}={pg_admin(f'SHOW {name}')[0][0]}" for name in names)
-
-
-# --- Django in this process ------------------------------------------------------------------
-
-
-def bench_env(workers: int, n_targets: int, metrics_dir: Path) -> dict[str, str]:
-    """The environment of the cluster and of this process: ours, minus any operator's SIFT_*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIFT_", "DATABASE_URL", "PROMETHEUS"))}
-    env.update(
-        DATABASE_URL=DATABASE_URL,
-        DJANGO_SETTINGS_MODULE="sift_site.settings",
-        DEBUG="false",
-        SIFT_BATCH_FETCH=NOOP_FETCH,
-        SIFT_BATCH_WORKERS=str(workers),
-        SIFT_BATCH_TARGETS_PER_JOB=str(max(n_targets, 32)),
-        # As `make run` does: the cluster's metrics go to files, which is part of the cost.
-        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
-        PYTHONUNBUFFERED="1",
-    )
-    return env
-
-
-def setup_django(env: dict[str, str]) -> None:
-    os.environ.clear()
-    # The cluster logs every target as in production; this process keeps the table readable.
-    os.environ.update(env, LOG_LEVEL="WARNING")
-    sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-
-
-def migrate_and_issue_caller() -> ApiKey:
-    from django.core.management import call_command
-
-    from batch.models import ApiKey
-
-    call_command("migrate", verbosity=0, interactive=False)
-    caller, _ = ApiKey.issue("bench-scheduling")
-    return caller
-
-
-# --- the cluster -----------------------------------------------------------------------------
-
-
-@contextmanager
-def cluster(env: dict[str, str], log_path: Path, workers: int) -> Iterator[subprocess.Popen[bytes]]:
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches us only; we stop the cluster in order
-        )
-    try:
-        wait_for_heartbeats(process, log_path, workers)
-        yield process
-    finally:
-        stop(process)
-
-
-def wait_for_heartbeats(process: subprocess.Popen[bytes], log_path: Path, workers: int) -> None:
-    """Every cluster worker process writes a heartbeat row once it has started (batch/heartbeat.py)."""
-    from batch.models import ClusterHeartbeat
-
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while ClusterHeartbeat.objects.count() < workers:
-        if process.poll() is not None or time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"the cluster did not come up:\n{tail}")
-        time.sleep(0.1)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()  # the main process only: qcluster stops its children itself
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 # --- one job ---------------------------------------------------------------------------------
@@ -203,22 +90,10 @@ def run_job(caller: ApiKey, run: int, n_targets: int) -> JobRun:
     began = time.perf_counter()
     job = runner.submit(caller, targets).job
     submit_seconds = time.perf_counter() - began
-    status, finished = wait_until_finished(job.pk)
+    status, finished = harness.wait_until_finished(job.pk, FINISH_POLL_SECONDS, JOB_TIMEOUT_SECONDS)
     if status != "done":
         raise RuntimeError(f"job {job.pk} ended {status}, not done: see the cluster's log")
     return JobRun(submitted, submit_seconds, finished, job_spans(job.pk))
-
-
-def wait_until_finished(job_id: str) -> tuple[str, datetime]:
-    from batch.models import LIVE_STATUSES, BatchJob
-
-    deadline = time.monotonic() + JOB_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        status, finished = BatchJob.objects.filter(pk=job_id).values_list("status", "finished_at").get()
-        if status not in LIVE_STATUSES and finished is not None:
-            return status, finished
-        time.sleep(FINISH_POLL_SECONDS)
-    raise RuntimeError(f"job {job_id} not finished after {JOB_TIMEOUT_SECONDS:.0f}s")
 
 
 def job_spans(job_id: str) -> list[Span]:
@@ -310,48 +185,6 @@ def figures(job: JobRun) -> Figures:
 
 # --- the machine -----------------------------------------------------------------------------
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-# "Other work" also holds the little of ours that is not counted (PostgreSQL's background
-# processes, short-lived connections): 0.0x cores on a quiet machine. Above this, another
-# program was competing with the benchmark and its figures come out too high.
-BUSY_MACHINE_CORES = 0.25
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds the whole machine has spent busy (not idle, not waiting for I/O) since boot."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
-    return (sum(fields) - fields[3] - fields[4]) / CLOCK_TICKS
-
-
-def process_cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
-
-
-def descendants(root: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-    found, frontier = [], [root]
-    while frontier:
-        children = [pid for pid, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
-    return found
-
-
-def our_pids(cluster_pid: int) -> list[int]:
-    """This process, the cluster's process tree and the PostgreSQL backends on the bench database."""
-    backends = pg_admin(f"SELECT pid FROM pg_stat_activity WHERE datname = '{DB_NAME}'")
-    return [os.getpid(), cluster_pid, *descendants(cluster_pid), *(pid for (pid,) in backends)]
-
 
 @dataclass(frozen=True)
 class CpuUse:
@@ -360,7 +193,11 @@ class CpuUse:
 
 
 class CpuMeter:
-    """Cores used by the benchmark and by everything else on the machine over a window."""
+    """Cores used by the benchmark and by everything else on the machine over a window.
+
+    Ours: this process, the cluster's process tree and the PostgreSQL backends on the bench
+    database, as they are at the end of the window.
+    """
 
     def __init__(self, cluster_pid: int) -> None:
         self.cluster_pid = cluster_pid
@@ -368,14 +205,14 @@ class CpuMeter:
 
     def start(self) -> None:
         self.began = time.monotonic()
-        self.machine = machine_busy_seconds()
-        self.ours = {pid: process_cpu_seconds(pid) for pid in our_pids(self.cluster_pid)}
+        self.before = CpuSnapshot.take()
 
     def stop(self) -> CpuUse:
         seconds = time.monotonic() - self.began
-        ours = sum(process_cpu_seconds(p) - self.ours.get(p, 0) for p in our_pids(self.cluster_pid))
-        machine = machine_busy_seconds() - self.machine
-        return CpuUse(ours=ours / seconds, others=max(machine - ours, 0) / seconds)
+        after = CpuSnapshot.take()
+        ours = [*bench_processes([self.cluster_pid], after.processes), *DATABASE.backend_pids()]
+        cores = cores_by_group(self.before, after, {"ours": ours}, seconds)
+        return CpuUse(ours=cores["ours"], others=max(cores["other"], 0))
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -435,54 +272,49 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def raise_interrupt(signum: int, frame: object) -> NoReturn:
-    raise KeyboardInterrupt
+def bench(args: argparse.Namespace) -> None:
+    with (
+        DATABASE.fresh(),
+        tempfile.TemporaryDirectory(prefix="sift-bench-sched-") as tmp,
+    ):
+        workdir = Path(tmp)
+        env = harness.service_env(
+            DATABASE.url,
+            workdir / "metrics",
+            SIFT_BATCH_FETCH=NOOP_FETCH,
+            SIFT_BATCH_WORKERS=str(args.workers),
+            SIFT_BATCH_TARGETS_PER_JOB=str(max(args.targets, 32)),
+        )
+        (workdir / "metrics").mkdir()
+        with harness.django_in_process(env):
+            caller = harness.migrate_and_issue_caller("bench-scheduling")
+            print(f"PostgreSQL: {server_settings()}")
+            print(f"cluster: qcluster, SIFT_BATCH_WORKERS={args.workers}, SIFT_BATCH_FETCH={NOOP_FETCH}")
+            print(f"jobs: {args.runs} measured + 1 warm-up, {args.targets} targets each; times in ms\n")
+            with harness.qcluster(env, workdir / "cluster.log", args.workers) as process:
+                measured, cpu_use = run_jobs(caller, CpuMeter(process.pid), args)
+        print_summary(measured, args.targets, cpu_use)
 
 
-def bench(args: argparse.Namespace, workdir: Path) -> None:
-    env = bench_env(args.workers, args.targets, workdir / "metrics")
-    (workdir / "metrics").mkdir()
-    setup_django(env)
-    caller = migrate_and_issue_caller()
-    print(f"PostgreSQL: {server_settings()}")
-    print(f"cluster: qcluster, SIFT_BATCH_WORKERS={args.workers}, SIFT_BATCH_FETCH={NOOP_FETCH}")
-    print(f"jobs: {args.runs} measured + 1 warm-up, {args.targets} targets each; times in ms\n")
-    with cluster(env, workdir / "cluster.log", args.workers) as process:
-        print_header()
-        measured = []
-        meter = CpuMeter(process.pid)
-        for run in range(args.runs + 1):
-            result = figures(run_job(caller, run, args.targets))
-            print_row("warm-up" if run == 0 else str(run), vars(result), result.split)
-            if run:
-                measured.append(result)
-            else:
-                meter.start()  # the warm-up is not measured
-            time.sleep(args.pause)
-        cpu = meter.stop()
-    print_summary(measured, args.targets, cpu)
+def run_jobs(caller: ApiKey, meter: CpuMeter, args: argparse.Namespace) -> tuple[list[Figures], CpuUse]:
+    """The warm-up job and the measured ones, a row each as it ends; the CPU over the measured."""
+    print_header()
+    measured = []
+    for run in range(args.runs + 1):
+        result = figures(run_job(caller, run, args.targets))
+        print_row("warm-up" if run == 0 else str(run), vars(result), result.split)
+        if run:
+            measured.append(result)
+        else:
+            meter.start()  # the warm-up is not measured
+        time.sleep(args.pause)
+    return measured, meter.stop()
 
 
-def main() -> None:
+def main() -> int:
     args = parse_args()
-    signal.signal(signal.SIGTERM, raise_interrupt)
-    recreate_database()
-    try:
-        with tempfile.TemporaryDirectory(prefix="sift-bench-sched-") as tmp:
-            bench(args, Path(tmp))
-    finally:
-        close_django_connections()
-        drop_database()
-
-
-def close_django_connections() -> None:
-    from django.apps import apps
-
-    if apps.ready:
-        from django.db import connections
-
-        connections.close_all()
+    return harness.run_until_interrupted(lambda: bench(args))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

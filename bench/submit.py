@@ -46,13 +46,17 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+# Run as a script, bench/ comes first on the path; the repository goes ahead of it, for ``bench.*``.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import harness
+from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, children, cores_by_group, process_cores
+from bench.harness import LOOPBACK, REPO
+from bench.postgres import SERVER, BenchDatabase, execute, server_settings
+
 BIN = Path(sys.executable).parent
-LOOPBACK = "127.0.0.1"
-PG_SERVER = f"postgres://postgres@{LOOPBACK}:5432"
-DB_NAME = "sift_bench"
+DATABASE = BenchDatabase("sift_bench")
 RAISED_CAP = 1_000_000_000
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -81,8 +85,6 @@ REFUSED = Phase(
     frozenset({202, 429, 503}),
     "default caps (1 live job per caller, 8 in all), reached in the warm-up: every submit refused",
 )
-# Other work on the machine above this many cores makes a row's figures too low to quote.
-BUSY_MACHINE_CORES = 0.25
 
 
 @dataclass
@@ -136,50 +138,12 @@ class Row:
 # --- PostgreSQL ------------------------------------------------------------------------------
 
 
-def pg_admin(*statements: str) -> list[tuple[Any, ...]]:
-    """Run statements on the maintenance database in autocommit; rows of the last one."""
-    import psycopg
-
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        rows: list[tuple[Any, ...]] = []
-        for statement in statements:
-            cursor = conn.execute(statement)
-            rows = cursor.fetchall() if cursor.description else []
-        return rows
-
-
-def pg_bench(statement: str) -> list[tuple[Any, ...]]:
-    import psycopg
-
-    with psycopg.connect(f"{PG_SERVER}/{DB_NAME}", autocommit=True) as conn:
-        cursor = conn.execute(statement)
-        return cursor.fetchall() if cursor.description else []
-
-
-def recreate_database() -> None:
-    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)", f"CREATE DATABASE {DB_NAME}")
-
-
-def drop_database() -> None:
-    pg_admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-
-
-def server_settings() -> str:
-    names = ("server_version", "fsync", "synchronous_commit", "shared_buffers", "max_connections")
-    values = [pg_admin(f"SHOW {name}")[0][0] for name in names]
-    return ", ".join(f"{n}={v}" for n, v in zip(names, values, strict=True))
-
-
 def stored_counts() -> tuple[int, int]:
-    (jobs, targets), *_ = pg_bench(
-        "SELECT (SELECT count(*) FROM batch_batchjob), (SELECT count(*) FROM batch_batchtarget)"
+    (jobs, targets), *_ = execute(
+        "SELECT (SELECT count(*) FROM batch_batchjob), (SELECT count(*) FROM batch_batchtarget)",
+        database=DATABASE.name,
     )
     return jobs, targets
-
-
-def backend_pids() -> list[int]:
-    rows = pg_admin(f"SELECT pid FROM pg_stat_activity WHERE datname = '{DB_NAME}'")
-    return [pid for (pid,) in rows]
 
 
 BACKEND_STATE = f"""
@@ -188,7 +152,7 @@ BACKEND_STATE = f"""
         WHEN state = 'idle in transaction' THEN 'in a transaction, waiting for gunicorn'
         WHEN state = 'active' THEN 'running a query or committing'
         ELSE 'idle between transactions' END
-    FROM pg_stat_activity WHERE datname = '{DB_NAME}' AND backend_type = 'client backend'
+    FROM pg_stat_activity WHERE datname = '{DATABASE.name}' AND backend_type = 'client backend'
 """
 
 
@@ -198,7 +162,7 @@ def sample_backends(seconds: float, every: float = 0.1) -> Counter[str]:
 
     states: Counter[str] = Counter()
     until = time.monotonic() + seconds
-    with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
+    with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
         while time.monotonic() < until:
             states.update(state for (state,) in conn.execute(BACKEND_STATE))
             time.sleep(min(every, max(until - time.monotonic(), 0)))
@@ -259,18 +223,10 @@ def option(argv: list[str], *names: str, default: str) -> str:
     return next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in names), default)
 
 
-def server_env(database_url: str, metrics_dir: Path, *, raised_caps: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIFT_")}
-    env.update(
-        DATABASE_URL=database_url,
-        DEBUG="false",
-        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-        # As `make run` does: django-prometheus' counters shared across gunicorn workers.
-        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
-    )
-    if raised_caps:
-        env.update(SIFT_BATCH_JOBS_PER_CALLER=str(RAISED_CAP), SIFT_BATCH_JOBS_TOTAL=str(RAISED_CAP))
-    return env
+def server_env(metrics_dir: Path, *, raised_caps: bool) -> dict[str, str]:
+    caps = {"SIFT_BATCH_JOBS_PER_CALLER": str(RAISED_CAP), "SIFT_BATCH_JOBS_TOTAL": str(RAISED_CAP)}
+    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    return harness.service_env(DATABASE.url, metrics_dir, PATH=path, **(caps if raised_caps else {}))
 
 
 @dataclass
@@ -300,7 +256,7 @@ def gunicorn(env: dict[str, str], workdir: Path, name: str) -> Iterator[Server]:
         wait_until_ready(server, workers=int(option(argv, "--workers", "-w", default="1")))
         yield server
     finally:
-        stop(process)
+        harness.stop(process, grace=20)
 
 
 def wait_until_ready(server: Server, workers: int, timeout: float = 60) -> None:
@@ -325,30 +281,7 @@ def healthz_ok(port: int) -> bool:
         conn.close()
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
 # --- CPU accounting from /proc ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProcessCpu:
-    ppid: int
-    name: str
-    seconds: float
-
-
-@dataclass(frozen=True)
-class CpuSnapshot:
-    machine: float
-    processes: dict[int, ProcessCpu]
 
 
 @dataclass(frozen=True)
@@ -358,41 +291,13 @@ class CpuUse:
     gunicorn_workers: list[float]
 
 
-def processes() -> dict[int, ProcessCpu]:
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            name, rest = stat.split(" (", 1)[1].rsplit(") ", 1)
-            fields = rest.split()
-            seconds = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
-            found[int(entry.name)] = ProcessCpu(int(fields[1]), name, seconds)
-    return found
-
-
-def children(pid: int) -> list[int]:
-    return [child for child, info in processes().items() if info.ppid == pid]
-
-
-def cpu_snapshot() -> CpuSnapshot:
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    return CpuSnapshot((sum(fields) - idle) / CLOCK_TICKS, processes())
-
-
 def cpu_use(before: CpuSnapshot, after: CpuSnapshot, groups: dict[str, list[int]], seconds: float) -> CpuUse:
     """Cores each group used between the snapshots, the rest as "other", named by its busiest."""
 
     def used(pid: int) -> float:
-        start = before.processes.get(pid)
-        end = after.processes.get(pid, start)
-        return ((end.seconds if end else 0) - (start.seconds if start else 0)) / seconds
+        return process_cores(before, after, pid, seconds)
 
-    cores = {name: sum(used(pid) for pid in pids) for name, pids in groups.items()}
-    cores["other"] = (after.machine - before.machine) / seconds - sum(cores.values())
+    cores = cores_by_group(before, after, groups, seconds)
     grouped = {pid for pids in groups.values() for pid in pids}
     by_name: dict[str, float] = {}
     for pid, info in after.processes.items():
@@ -484,10 +389,10 @@ def run_phase(phase: Phase, server: Server, keys: list[str], args: argparse.Name
         window = Window(time.monotonic() + args.warmup, args.seconds)
         time.sleep(args.warmup)
         groups = {"clients": [c.pid for c in clients if c.pid], "gunicorn": server.pids()}
-        groups["postgres"] = backend_pids()
-        before = cpu_snapshot()
+        groups["postgres"] = DATABASE.backend_pids()
+        before = CpuSnapshot.take()
         backends = sample_backends(args.seconds)
-        cpu = cpu_use(before, cpu_snapshot(), groups, args.seconds)
+        cpu = cpu_use(before, CpuSnapshot.take(), groups, args.seconds)
         results = [out.get(timeout=120) for _ in clients]
     finally:
         for client in clients:
@@ -580,16 +485,15 @@ def created_jobs(row: Row) -> int:
 
 
 def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
-    database_url = f"{PG_SERVER}/{DB_NAME}"
-    print(f"PostgreSQL: {server_settings()}")
+    database_url = DATABASE.url
+    print(f"PostgreSQL: {server_settings('max_connections')}")
     web = shlex.join(procfile_web_command(0)[1:]).replace(f"{LOOPBACK}:0", f"{LOOPBACK}:<free port>")
     print(f"gunicorn (the Procfile's web line): {web}")
-    recreate_database()
     manage(["migrate", "--no-input"], database_url)
     keys = issue_keys(args.clients, database_url)
     metrics = workdir / "metrics"
     rows = []
-    with gunicorn(server_env(database_url, metrics, raised_caps=True), workdir, "raised") as server:
+    with gunicorn(server_env(metrics, raised_caps=True), workdir, "raised") as server:
         for phase in (HEALTHZ, SUBMIT):
             print(f"running {phase.label} ...", flush=True)
             rows.append(run_phase(phase, server, keys, args))
@@ -598,7 +502,7 @@ def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
     manage(
         ["shell", "-c", "from batch.models import BatchJob; BatchJob.objects.all().delete()"], database_url
     )
-    with gunicorn(server_env(database_url, metrics, raised_caps=False), workdir, "default") as server:
+    with gunicorn(server_env(metrics, raised_caps=False), workdir, "default") as server:
         print(f"running {REFUSED.label} ...", flush=True)
         rows.append(run_phase(REFUSED, server, keys, args))
         check_stored(rows[-1], created_jobs(rows[-1]), args.targets)
@@ -614,20 +518,15 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def bench(args: argparse.Namespace) -> None:
+    with DATABASE.fresh(), tempfile.TemporaryDirectory(prefix="sift-bench-") as tmp:
+        rows = run(args, Path(tmp))
+    print_report(rows, args)
+
+
 def main() -> int:
     args = parse_args()
-    # SIGTERM unwinds like Ctrl-C, so the server is stopped and the database dropped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    workdir = Path(tempfile.mkdtemp(prefix="sift-bench-"))
-    try:
-        print_report(run(args, workdir), args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    finally:
-        drop_database()
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return harness.run_until_interrupted(lambda: bench(args))
 
 
 if __name__ == "__main__":
