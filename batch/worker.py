@@ -361,15 +361,16 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
     """Claim and run targets until none are left or ``budget`` seconds have passed; return how many ran.
 
     While targets wait (busy retries, or every slot taken), poll; a new claim starts only
-    within the budget, so the task ends before django-q2's timeout would kill it.
+    within the budget, so the task ends before django-q2's timeout would kill it. With two
+    workers, the first claim makes sure a drain is queued for the other worker process too,
+    whoever queued this one.
     """
     deadline = time.monotonic() + budget
     ran = 0
     while time.monotonic() < deadline:
         claim = claim_next_target()
         if claim is not None:
-            if settings.SIFT_BATCH_WORKERS > 1:
-                # Another worker process may take the next target meanwhile.
+            if ran == 0 and settings.SIFT_BATCH_WORKERS > 1:
                 queue.wake_workers()
             run_claim(claim, fetch)
             ran += 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from django.utils import timezone
 
 from batch.models import BatchJob, BatchTarget
@@ -68,6 +70,15 @@ def test_wait_returns_at_once_for_a_finished_job(agent):
     response = client.get(f"/v1/batch/{job['id']}", wait=60)
     assert response.status_code == 200
     assert response.json()["status"] == "cancelled"
+
+
+def test_wait_gives_up_after_the_seconds_asked_and_answers_the_live_job(agent):
+    _, client = agent
+    job = _submit(client)
+    started = time.monotonic()
+    response = client.get(f"/v1/batch/{job['id']}", wait=1)
+    assert response.json()["status"] == "queued"
+    assert time.monotonic() - started >= 1
 
 
 def test_wait_out_of_range_is_400(agent):

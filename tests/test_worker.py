@@ -228,3 +228,16 @@ def test_a_cancel_landing_between_reading_a_target_and_claiming_it_drops_the_cla
     target = job.targets.get()
     assert (target.status, target.attempts) == ("pending", 0)
     assert WorkerSlot.objects.filter(target__isnull=False).count() == 0
+
+
+def test_log_lines_carry_ids_and_counts_but_never_a_url_or_host(agent, caplog):
+    caller, _ = agent
+    _submit(caller, "ok=1", "fail=timeout", "busy=1")
+    with caplog.at_level("INFO"):
+        _run_all()
+        job = BatchJob.objects.get()
+        runner.cancel(job)
+    assert "claimed" in caplog.text
+    assert job.id in caplog.text
+    assert "upstream.test" not in caplog.text
+    assert "https://" not in caplog.text
