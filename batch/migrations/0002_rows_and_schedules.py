@@ -9,7 +9,12 @@ SCHEDULES = [
 ]
 
 
-def create_schedules(apps, schema_editor):
+def create_rows(apps, schema_editor):
+    # The single row every submit locks to serialise JOBS_TOTAL (SPEC §3.3).
+    apps.get_model("batch", "SubmitLock").objects.get_or_create(pk=1)
+    # The two places a target can be fetched in; at most WORKERS of them are used (SPEC §3.4).
+    for number in (0, 1):
+        apps.get_model("batch", "WorkerSlot").objects.get_or_create(number=number)
     schedule = apps.get_model("django_q", "Schedule")
     for name, func, minutes in SCHEDULES:
         schedule.objects.update_or_create(
@@ -23,8 +28,8 @@ def delete_schedules(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("batch", "0004_worker_slot_rows"),
+        ("batch", "0001_initial"),
         ("django_q", "0019_alter_task_options_alter_ormq_key_alter_ormq_lock_and_more"),
     ]
 
-    operations = [migrations.RunPython(create_schedules, delete_schedules)]
+    operations = [migrations.RunPython(create_rows, delete_schedules)]
