@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import JsonResponse
+
 
 class Refused(Exception):
     """A request sift will not carry out, with a code and a hint for the agent.
@@ -26,3 +28,8 @@ class Refused(Exception):
         self.hint = hint
         self.retry_after = retry_after
         self.details = details
+
+
+def error_json(status: int, code: str, message: str, hint: str) -> JsonResponse:
+    """The error envelope outside django-ninja: middleware and Django's own error views."""
+    return JsonResponse({"error": message, "code": code, "hint": hint}, status=status)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
+
+from batch.errors import error_json
 
 
 class RequestSizeLimitMiddleware:
@@ -15,22 +17,15 @@ class RequestSizeLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         declared = request.META.get("CONTENT_LENGTH") or "0"
         if not declared.isdigit():
-            return JsonResponse(
-                {
-                    "error": "Content-Length is not a number",
-                    "code": "invalid_request",
-                    "hint": "Send a valid Content-Length.",
-                },
-                status=400,
+            return error_json(
+                400, "invalid_request", "Content-Length is not a number", "Send a valid Content-Length."
             )
         if int(declared) > settings.SIFT_MAX_REQUEST_BYTES:
-            return JsonResponse(
-                {
-                    "error": f"the request body is larger than {settings.SIFT_MAX_REQUEST_BYTES} bytes",
-                    "code": "too_large",
-                    "hint": "Send fewer or shorter targets per request.",
-                },
-                status=413,
+            return error_json(
+                413,
+                "too_large",
+                f"the request body is larger than {settings.SIFT_MAX_REQUEST_BYTES} bytes",
+                "Send fewer or shorter targets per request.",
             )
         return self.get_response(request)
 
@@ -46,13 +41,11 @@ class JsonMethodNotAllowedMiddleware:
         if response.status_code != 405 or not request.path.startswith("/v1/"):
             return response
         allowed = response.get("Allow", "")
-        wrapped = JsonResponse(
-            {
-                "error": f"{request.method} is not allowed on {request.path}",
-                "code": "method_not_allowed",
-                "hint": f"Use one of: {allowed}." if allowed else "See /v1/docs.",
-            },
-            status=405,
+        wrapped = error_json(
+            405,
+            "method_not_allowed",
+            f"{request.method} is not allowed on {request.path}",
+            f"Use one of: {allowed}." if allowed else "See /v1/docs.",
         )
         if allowed:
             wrapped["Allow"] = allowed

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from batch.errors import error_json
 from batch.metrics import QueueCollector
 from batch.models import ClusterHeartbeat
 
@@ -51,25 +52,13 @@ def _wants_json(request: HttpRequest) -> bool:
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _wants_json(request):
-        return JsonResponse(
-            {
-                "error": f"no endpoint {request.path}",
-                "code": "not_found",
-                "hint": "See /v1/docs for the endpoints.",
-            },
-            status=404,
-        )
+        return error_json(404, "not_found", f"no endpoint {request.path}", "See /v1/docs for the endpoints.")
     return defaults.page_not_found(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if _wants_json(request):
-        return JsonResponse(
-            {
-                "error": "internal error",
-                "code": "internal",
-                "hint": "This is our bug; retry later or tell the operator.",
-            },
-            status=500,
+        return error_json(
+            500, "internal", "internal error", "This is our bug; retry later or tell the operator."
         )
     return defaults.server_error(request)
