@@ -5,17 +5,26 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 # Web and cluster write their metrics here and /metrics adds them up (docs/metrics.md).
 METRICS_DIR ?= $(CURDIR)/var/metrics
+# Django's signing key, shared by web, cluster and commands; settings read it when SECRET_KEY is unset.
+SECRET_KEY_FILE ?= var/secret_key
 
-.PHONY: run test check clean
+.PHONY: run test check clean secret-key
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+
+# Written once, never overwritten (O_EXCL), readable by its owner only.
+$(SECRET_KEY_FILE):
+	mkdir -p $(dir $@)
+	$(PYTHON) -c 'import os, secrets, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600); os.write(fd, secrets.token_urlsafe(48).encode() + b"\n")' $@
+
+secret-key: $(SECRET_KEY_FILE)
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-run: $(VENV)/.installed
+run: $(VENV)/.installed $(SECRET_KEY_FILE)
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	rm -rf $(METRICS_DIR) && mkdir -p $(METRICS_DIR)
@@ -23,10 +32,10 @@ run: $(VENV)/.installed
 	PATH=$(CURDIR)/$(BIN):$$PATH PROMETHEUS_MULTIPROC_DIR=$(METRICS_DIR) \
 		$(BIN)/honcho start --port $(PORT) --procfile Procfile
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(SECRET_KEY_FILE)
 	$(BIN)/pytest
 
-check: $(VENV)/.installed
+check: $(VENV)/.installed $(SECRET_KEY_FILE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 from datetime import timedelta
 
 from django.conf import settings
@@ -36,6 +37,15 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text: every process's counters (multi-process mode) and the queue gauges."""
+    if settings.SIFT_METRICS_TOKEN and not _scrape_authorised(request, settings.SIFT_METRICS_TOKEN):
+        response = error_json(
+            401,
+            "unauthorized",
+            "missing or wrong metrics token",
+            "Send Authorization: Bearer <SIFT_METRICS_TOKEN>; see docs/metrics.md.",
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
     queue = CollectorRegistry()
     queue.register(QueueCollector())
     if settings.SIFT_METRICS_DIR:
@@ -44,6 +54,14 @@ def metrics(request: HttpRequest) -> HttpResponse:
     else:
         body = generate_latest(REGISTRY) + generate_latest(queue)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+def _scrape_authorised(request: HttpRequest, token: str) -> bool:
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    # compare_digest refuses non-ASCII text; as bytes it compares any header in constant time.
+    return hmac.compare_digest(given.strip().encode("utf-8", "surrogatepass"), token.encode())
 
 
 def _wants_json(request: HttpRequest) -> bool:

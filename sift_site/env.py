@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -106,3 +107,65 @@ def env_networks(name: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Netwo
         except ValueError:
             raise _refuse(name, item, "a comma-separated list of CIDRs such as 127.0.0.0/8") from None
     return tuple(networks)
+
+
+# Django's own check (security.W009) calls a key weak below this length.
+SECRET_KEY_MIN_LENGTH = 50
+_NEW_KEY = "run `make secret-key` in the checkout to write a random one (see docs/operations.md)"
+
+
+def env_secret_key(name: str, file_variable: str, base_dir: Path, default_file: str) -> str:
+    """Django's signing key: the variable ``name``, else the file that ``file_variable`` names.
+
+    There is no fallback constant: a key anyone can read in the source lets anyone forge
+    sessions and the cluster's signed task payloads. A relative file name is taken from
+    ``base_dir``, so web, cluster and commands started anywhere read the same file.
+    """
+    value = _raw(name)
+    if value is not None:
+        return _strong_key(value, name, f"set {name} to {SECRET_KEY_MIN_LENGTH} or more random characters")
+    path = Path(_raw(file_variable) or default_file)
+    if not path.is_absolute():
+        path = base_dir / path
+    try:
+        key = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise ImproperlyConfigured(
+            f"no secret key: {name} is not set and the key file {path} does not exist; "
+            f"set {name} to {SECRET_KEY_MIN_LENGTH} or more random characters, or {_NEW_KEY}"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImproperlyConfigured(
+            f"the secret key file {path} cannot be read ({type(exc).__name__}); "
+            f"make it a text file readable by the service, or set {name}"
+        ) from None
+    return _strong_key(key, f"the key file {path} ({file_variable})", f"delete it and {_NEW_KEY}")
+
+
+def _strong_key(key: str, source: str, hint: str) -> str:
+    # The same rule as Django's own deploy check, enforced at start-up: not only under --deploy.
+    if len(key) < SECRET_KEY_MIN_LENGTH or len(set(key)) < 5 or key.startswith("django-insecure-"):
+        raise ImproperlyConfigured(
+            f"{source} holds a weak secret key ({len(key)} characters, at least "
+            f"{SECRET_KEY_MIN_LENGTH} varied ones needed); {hint}"
+        )
+    return key
+
+
+# RFC 6750's b64token: the characters a bearer token can carry in an Authorization header.
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+
+
+def env_bearer_token(name: str, *, min_length: int) -> str:
+    """A bearer token an operator chose, or ``""`` when unset; a short one is refused."""
+    value = _raw(name)
+    if value is None:
+        return ""
+    if len(value) < min_length or not _BEARER_TOKEN.fullmatch(value):
+        # The value is a secret: name the variable, never echo it.
+        raise ImproperlyConfigured(
+            f"{name} is not valid: expected {min_length} or more of the characters "
+            "A-Z a-z 0-9 - . _ ~ + / (make one with: "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return value

@@ -13,6 +13,7 @@ from pathlib import Path
 import dj_database_url
 
 from sift_site.env import (
+    env_bearer_token,
     env_bool,
     env_bytes,
     env_duration,
@@ -20,6 +21,7 @@ from sift_site.env import (
     env_list,
     env_networks,
     env_ports,
+    env_secret_key,
     env_str,
 )
 
@@ -27,7 +29,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 # --- Django ---------------------------------------------------------------------------------
 
-SECRET_KEY = env_str("SECRET_KEY", "django-insecure-sift-development-key-set-SECRET_KEY-in-production")
+# SECRET_KEY, else the key file (`make secret-key` writes var/secret_key), else start-up refuses,
+# whatever DEBUG says: web, cluster and commands must share one key no one else knows.
+SECRET_KEY = env_secret_key("SECRET_KEY", "SECRET_KEY_FILE", BASE_DIR, "var/secret_key")
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 
@@ -125,7 +129,11 @@ WHITENOISE_USE_FINDERS = True
 SIFT_MAX_REQUEST_BYTES = 128 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIFT_MAX_REQUEST_BYTES
 
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Only a proxy that overwrites X-Forwarded-Proto makes the header true; without one a client
+# could send it and pass for HTTPS (docs/operations.md).
+SIFT_BEHIND_PROXY = env_bool("SIFT_BEHIND_PROXY", False)
+if SIFT_BEHIND_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
@@ -215,6 +223,9 @@ Q_CLUSTER = {
 }
 
 # --- metrics (SPEC §6) ------------------------------------------------------------------------
+
+# When set, a scrape of /metrics must send it as `Authorization: Bearer <token>`; empty, it is open.
+SIFT_METRICS_TOKEN = env_bearer_token("SIFT_METRICS_TOKEN", min_length=16)
 
 # prometheus_client reads this variable itself; with it set, every process (gunicorn and cluster
 # workers) writes its counters to files there and /metrics adds them up. `make run` sets it.
