@@ -19,7 +19,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
 
-from batch import runner
+from batch import runner, waits
 from batch.errors import Refused
 from batch.fetch import cache, pipeline
 from batch.fetch.errors import FetchError
@@ -248,9 +248,10 @@ def list_batches(
 def get_batch(
     request: HttpRequest, job_id: str, wait: int = Query(0, ge=0, le=60), content: bool = True
 ) -> dict[str, Any]:
-    job = runner.get_job(_caller(request), job_id, wait=wait)
-    targets = [target_out(t, content=content) for t in job.targets.order_by("idx")]
-    return {**job_summary(job, _caller(request)), "targets": targets}
+    caller = _caller(request)
+    waited = waits.until_finished(caller, runner.get_job(caller, job_id), seconds=wait)
+    targets = [target_out(t, content=content) for t in waited.job.targets.order_by("idx")]
+    return {**job_summary(waited.job, caller), "targets": targets, "wait_cut_short": waited.cut_short}
 
 
 @batch_router.get(

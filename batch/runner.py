@@ -8,7 +8,6 @@ processes never decide on a stale read.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -35,7 +34,6 @@ log = logging.getLogger(__name__)
 
 # How long an agent refused for capacity should wait before asking again.
 BUSY_RETRY_AFTER = 5
-WAIT_POLL_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -169,19 +167,15 @@ def _lock_submit_row() -> None:
         SubmitLock.objects.select_for_update().get(pk=1)
 
 
-def get_job(caller: ApiKey, job_id: str, *, wait: float = 0) -> BatchJob:
-    """The caller's job, touched; another caller's job is as unknown as a missing one (SPEC §2).
+def get_job(caller: ApiKey, job_id: str) -> BatchJob:
+    """The caller's job, touched; another caller's job is as unknown as a missing one.
 
-    With ``wait``, hold on until the job has finished or ``wait`` seconds have passed.
+    Waiting for it to finish is ``batch.waits``' job, which bounds how many requests may wait.
     """
     job = BatchJob.objects.filter(pk=job_id, caller=caller).first()
     if job is None:
         raise Refused("not_found", f"no job {job_id}", "Check the job id; jobs are deleted after their TTL.")
     touch(job)
-    deadline = time.monotonic() + wait
-    while job.is_live and time.monotonic() < deadline:
-        time.sleep(min(WAIT_POLL_SECONDS, max(deadline - time.monotonic(), 0)))
-        job = BatchJob.objects.filter(pk=job_id).first() or job
     return job
 
 

@@ -70,6 +70,11 @@ class TargetOut(Schema):
 
 class JobOut(JobSummary):
     targets: list[TargetOut]
+    wait_cut_short: bool = Field(
+        ...,
+        description="true when ?wait= was asked for a live job but too many waits were already held "
+        "(by you or in all): the job is as it was; poll again, or hold fewer waits at once.",
+    )
 
 
 class JobPage(Schema):

@@ -156,6 +156,11 @@ SIFT_BATCH_WORKERS = min(env_int("SIFT_BATCH_WORKERS", 1, minimum=1), 2)
 SIFT_BATCH_MAX_BYTES = env_bytes("SIFT_BATCH_MAX_BYTES", "64MiB")
 SIFT_BATCH_RETRY_WAIT = env_duration("SIFT_BATCH_RETRY_WAIT", "2s")
 SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
+# GET /v1/batch/{id}?wait= holds a request thread. Per web process, at most this many waits per
+# caller and in all; the rest answer at once. Keep the total below gunicorn's --threads (8 in
+# the Procfile) so threads always remain for /healthz and other callers.
+SIFT_BATCH_WAITS_PER_CALLER = env_int("SIFT_BATCH_WAITS_PER_CALLER", 2)
+SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
 
 # --- sift: fetch pipeline (SPEC §5) ----------------------------------------------------------
 

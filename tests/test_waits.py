@@ -1,0 +1,252 @@
+"""``?wait=`` holds at most a few request threads; the rest answer at once (docs/decisions.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from batch import runner, waits
+from batch.models import BatchJob
+
+from .deployment import ROOT, Deployment, wait_for
+
+URL = "https://example.org/"
+
+
+def _submit(client) -> str:
+    response = client.post("/v1/batch", {"targets": [URL]})
+    assert response.status_code == 202
+    return str(response.json()["id"])
+
+
+def _timed_get(client, path: str, **params) -> tuple[float, dict]:
+    started = time.monotonic()
+    response = client.get(path, **params)
+    assert response.status_code == 200
+    return time.monotonic() - started, response.json()
+
+
+def procfile_command(process: str) -> str:
+    """The command of one Procfile line, so tests start exactly what a deployment starts."""
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == process:
+            return command.strip()
+    raise AssertionError(f"the Procfile has no {process!r} line")
+
+
+def _procfile_threads() -> int:
+    args = shlex.split(procfile_command("web"))
+    return int(args[args.index("--threads") + 1])
+
+
+# --- the bound, in one process -------------------------------------------------------------
+
+
+def test_the_default_wait_bound_leaves_threads_free_in_the_procfiles_gunicorn(settings):
+    per_caller, total = settings.SIFT_BATCH_WAITS_PER_CALLER, settings.SIFT_BATCH_WAITS_TOTAL
+    assert per_caller <= total
+    # Half the threads or fewer: the other half serves /healthz and callers who are not waiting.
+    assert total <= _procfile_threads() // 2
+
+
+def test_a_wait_beyond_the_callers_slots_answers_at_once_with_the_job_cut_short(agent, settings):
+    settings.SIFT_BATCH_WAITS_PER_CALLER = 1
+    caller, client = agent
+    job_id = _submit(client)
+    with waits.wait_slot(caller) as granted:
+        assert granted
+        waited, body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)
+    assert waited < 10
+    assert (body["id"], body["status"], body["wait_cut_short"]) == (job_id, "queued", True)
+    assert [t["url"] for t in body["targets"]] == [URL]
+
+
+def test_a_wait_beyond_the_total_answers_at_once_even_for_a_caller_holding_none(make_caller, settings):
+    settings.SIFT_BATCH_WAITS_TOTAL = 1
+    hog, _ = make_caller("hog")
+    _, client = make_caller("polite")
+    job_id = _submit(client)
+    with waits.wait_slot(hog) as granted:
+        assert granted
+        waited, body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)
+    assert waited < 10
+    assert body["wait_cut_short"] is True
+
+
+def test_a_wait_that_got_its_slot_runs_its_course_and_gives_the_slot_back(agent, settings):
+    settings.SIFT_BATCH_WAITS_PER_CALLER = 1
+    caller, client = agent
+    job_id = _submit(client)
+    waited, body = _timed_get(client, f"/v1/batch/{job_id}", wait=1)
+    assert waited >= 1
+    assert (body["status"], body["wait_cut_short"]) == ("queued", False)
+    with waits.wait_slot(caller) as granted:
+        assert granted
+
+
+def test_no_wait_or_a_finished_job_is_never_cut_short_even_with_no_slots(agent, settings):
+    settings.SIFT_BATCH_WAITS_TOTAL = 0
+    _, client = agent
+    job_id = _submit(client)
+    assert _timed_get(client, f"/v1/batch/{job_id}")[1]["wait_cut_short"] is False
+    client.delete(f"/v1/batch/{job_id}")
+    body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)[1]
+    assert (body["status"], body["wait_cut_short"]) == ("cancelled", False)
+
+
+def test_a_wait_that_is_cut_short_still_keeps_the_job_alive(agent, settings):
+    settings.SIFT_BATCH_WAITS_TOTAL = 0
+    _, client = agent
+    job_id = _submit(client)
+    long_ago = timezone.now() - timedelta(hours=1)
+    BatchJob.objects.filter(pk=job_id).update(lease=long_ago)
+    body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)[1]
+    assert body["wait_cut_short"] is True
+    assert BatchJob.objects.get(pk=job_id).lease > long_ago
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_requests_never_take_more_slots_than_the_bound(make_caller, settings):
+    settings.SIFT_BATCH_WAITS_PER_CALLER = 3
+    settings.SIFT_BATCH_WAITS_TOTAL = 5
+    callers = [make_caller(name)[0] for name in ("a", "b")]
+    barrier = threading.Barrier(20)
+    release = threading.Event()
+    tried: list[bool] = []
+    granted: list[str] = []
+
+    def take(caller) -> None:
+        barrier.wait()
+        with waits.wait_slot(caller) as ok:
+            if ok:
+                granted.append(caller.name)
+            tried.append(ok)
+            release.wait(10)
+
+    threads = [threading.Thread(target=take, args=(callers[n % 2],)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: len(tried) == 20, what="every thread to try for a slot")
+    taken = sorted(granted)
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert len(taken) == 5
+    assert max(taken.count("a"), taken.count("b")) == 3
+    with waits.wait_slot(callers[0]) as ok:
+        assert ok
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_finishing_during_a_wait_ends_the_wait_at_once(agent):
+    _, client = agent
+    job_id = _submit(client)
+
+    def cancel() -> None:
+        runner.cancel(BatchJob.objects.get(pk=job_id))
+        connection.close()
+
+    canceller = threading.Timer(1, cancel)
+    canceller.start()
+    waited, body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)
+    canceller.join()
+    assert body["status"] == "cancelled"
+    assert waited < 20
+
+
+# --- the Procfile's own gunicorn -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    seconds: float
+
+
+def _start_procfile_web(deployment: Deployment) -> None:
+    """Start the Procfile's ``web:`` line as honcho would: through a shell, with PORT set."""
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**deployment.env, "PORT": str(deployment.port), "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
+    log = open(deployment.tmp / "web.log", "ab")  # noqa: SIM115 - closed with the process
+    deployment.processes["web"] = subprocess.Popen(
+        ["/bin/sh", "-c", "exec " + procfile_command("web")],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    wait_for(lambda: _answers(deployment), what="the Procfile's gunicorn to answer")
+
+
+def _answers(deployment: Deployment) -> bool:
+    try:
+        return deployment.request("/healthz", timeout=1)[0] == 200
+    except OSError:
+        return False
+
+
+def _timed(deployment: Deployment, path: str, key: str | None = None) -> Answer:
+    started = time.monotonic()
+    status, body, _ = deployment.request(path, key, timeout=40)
+    return Answer(status, body, time.monotonic() - started)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twenty_waits_from_one_caller_leave_healthz_and_another_caller_answering_in_two_seconds(
+    tmp_path, make_caller
+):
+    _, waiter = make_caller("waiter")
+    _, other = make_caller("other")
+    job_id = _submit(waiter)  # no cluster runs: the job stays queued for the whole test
+    waiter_key = waiter.headers["Authorization"].removeprefix("Bearer ")
+    other_key = other.headers["Authorization"].removeprefix("Bearer ")
+    deployment = Deployment(tmp_path, {})
+    _start_procfile_web(deployment)
+    answers: list[Answer] = []
+    probes: list[Answer] = []
+    waiting = [
+        threading.Thread(
+            target=lambda: answers.append(_timed(deployment, f"/v1/batch/{job_id}?wait=30", waiter_key))
+        )
+        for _ in range(20)
+    ]
+    try:
+        for thread in waiting:
+            thread.start()
+        # At most 2 waits per caller in each of the 2 processes are held; the rest answer at once.
+        wait_for(lambda: len(answers) >= 16, timeout=20, what="the waits over the bound to answer")
+        for _ in range(5):
+            probes.append(_timed(deployment, "/healthz"))
+            probes.append(_timed(deployment, "/v1/batch", other_key))
+            time.sleep(0.5)
+        in_flight_while_probing = 20 - len(answers)
+        for thread in waiting:
+            thread.join()
+    finally:
+        deployment.stop_all()
+    assert in_flight_while_probing >= 1
+    assert [p.status for p in probes] == [200] * 10
+    assert max(p.seconds for p in probes) < 2, [round(p.seconds, 2) for p in probes]
+    assert [a.status for a in answers] == [200] * 20
+    bodies = [json.loads(a.body) for a in answers]
+    assert {(b["id"], b["status"]) for b in bodies} == {(job_id, "queued")}
+    cut = [a.seconds for a, b in zip(answers, bodies, strict=True) if b["wait_cut_short"]]
+    held = [a.seconds for a, b in zip(answers, bodies, strict=True) if not b["wait_cut_short"]]
+    assert 16 <= len(cut) <= 19
+    assert max(cut) < 15
+    assert min(held) >= 30
