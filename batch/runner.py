@@ -92,8 +92,10 @@ def submit(caller: ApiKey, raw_targets: list[object]) -> Submitted:
     idem_key = idempotency_key(caller.name, targets)
     with transaction.atomic():
         # Locks are always taken in the same order, caller row then the global row, so two
-        # submits can never wait on each other in a cycle.
-        ApiKey.objects.select_for_update().filter(pk=caller.pk).first()
+        # submits can never wait on each other in a cycle. The caller row is locked FOR NO KEY
+        # UPDATE: it still serialises submits, but not the FOR KEY SHARE with which a worker's
+        # commit checks a job's foreign key to it, while this submit waits to touch that job.
+        ApiKey.objects.select_for_update(no_key=True).filter(pk=caller.pk).first()
         now = timezone.now()
         twin = _reusable_job(caller, idem_key, now)
         if twin is not None:
