@@ -217,7 +217,7 @@ def list_jobs(caller: ApiKey, *, limit: int, offset: int) -> tuple[list[BatchJob
 
 
 def cancel(job: BatchJob) -> bool:
-    """Cancel a live job at once; ``False`` when it had already finished (SPEC §3.5).
+    """Cancel a live job at once; ``False`` when it had already finished.
 
     Pending targets stay pending and are never claimed; a target in flight finishes and its
     result is stored without changing ``cancelled``.
@@ -276,7 +276,7 @@ def sweep_expired_jobs(now: datetime | None = None) -> Removed:
 
 
 def evict_oldest(max_bytes: int | None = None) -> Removed:
-    """Delete the oldest finished jobs until stored result bytes fit ``max_bytes`` (SPEC §3.6).
+    """Delete the oldest finished jobs until stored result bytes fit ``max_bytes``.
 
     Live jobs are never evicted, even when they alone are over the budget.
     """

@@ -1,4 +1,4 @@
-"""SPEC §3.3: 64 submits at once never break the caps or the idempotency key.
+"""64 submits at once never break the caps or the idempotency key (docs/api.md, docs/workers.md).
 
 Run on PostgreSQL (row locks) and on SQLite (IMMEDIATE transactions serialise writers).
 """

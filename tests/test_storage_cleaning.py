@@ -170,6 +170,32 @@ def test_a_result_over_the_byte_budget_fails_too_long_instead_of_being_stored(ag
     assert BatchJob.objects.get(pk=hostile.job_id).n_bytes == after.n_bytes
 
 
+def test_a_drain_runs_every_hostile_target_to_its_end_and_goes_on(agent):
+    caller, _ = agent
+    behaviours: dict[str, Behaviour] = {
+        BASE + "nul": lambda: {"content": "\x00", "meta": {"k\x00": "\ud800"}},
+        BASE + "set": lambda: {"content": "s", "meta": {"tags": {"a"}, "raw": b"\x00"}},
+        BASE + "list": lambda: ["not", "a", "mapping"],
+        BASE + "huge-error": _raise(worker.TargetFailed("blocked", TEN_MB, TEN_MB)),
+        BASE + "nan": lambda: {"content": "n", "meta": {"score": math.nan}},
+        BASE + "plain": lambda: {"content": "plain", "meta": {}},
+    }
+    job = runner.submit(caller, list(behaviours)).job
+    assert worker.drain(_hostile(behaviours), budget=20) == len(behaviours)
+    ends = list(job.targets.order_by("idx").values_list("status", "outcome"))
+    assert ends == [
+        ("done", None),
+        ("done", None),
+        ("failed", "internal"),
+        ("failed", "blocked"),
+        ("done", None),
+        ("done", None),
+    ]
+    job.refresh_from_db()
+    assert (job.status, job.targets_done, job.targets_failed) == ("partial", 6, 2)
+    assert list(WorkerSlot.objects.filter(target__isnull=False)) == []
+
+
 # --- a store that fails anyway --------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Lease, TTL, sweep and eviction (SPEC §3.6), through the API and the commands."""
+"""Lease, TTL, sweep and eviction, through the API and the commands."""
 
 from __future__ import annotations
 
