@@ -13,6 +13,7 @@ about HTTP or the fetch pipeline.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -352,7 +353,30 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
             hint="The site or sift is overloaded; submit this URL again later.",
         )
         return
-    wait = max(settings.SIFT_BATCH_RETRY_WAIT, busy.wait or 0)
+    wait = _retry_wait(busy.wait)
+    try:
+        _store_retry(claim, now, wait)
+    except Exception:
+        log.exception("job %s target %d: storing the retry failed", claim.job_id, claim.idx)
+        if _finish_internal(claim):
+            _evict_after(claim)
+        return
+    log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
+
+
+def _retry_wait(asked: float | None) -> float:
+    """``RETRY_WAIT``, or longer when asked, never past ``RETRY_FOR`` (a NaN asks for nothing)."""
+    wait = settings.SIFT_BATCH_RETRY_WAIT
+    if not isinstance(asked, int | float):
+        return wait
+    try:
+        seconds = float(asked)
+    except OverflowError:
+        seconds = math.inf
+    return wait if math.isnan(seconds) else max(wait, min(seconds, settings.SIFT_BATCH_RETRY_FOR))
+
+
+def _store_retry(claim: Claim, now: datetime, wait: float) -> None:
     with transaction.atomic():
         BatchTarget.objects.filter(
             pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
@@ -363,7 +387,6 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
             lease_until=None,
         )
         _release_slot(claim)
-    log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
 
 
 def _release_slot(claim: Claim) -> None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -194,6 +196,24 @@ def test_a_drain_runs_every_hostile_target_to_its_end_and_goes_on(agent):
     job.refresh_from_db()
     assert (job.status, job.targets_done, job.targets_failed) == ("partial", 6, 2)
     assert list(WorkerSlot.objects.filter(target__isnull=False)) == []
+
+
+@pytest.mark.parametrize(
+    "wait", [math.inf, math.nan, 1e300, -5.0, 10**400], ids=["inf", "nan", "1e300", "neg", "huge"]
+)
+def test_a_busy_answer_asking_for_an_absurd_wait_retries_within_retry_for(agent, settings, wait):
+    settings.SIFT_BATCH_RETRY_WAIT = 2
+    settings.SIFT_BATCH_RETRY_FOR = 600
+    caller, _ = agent
+    job = runner.submit(caller, [BASE + "busy"]).job
+    claim = worker.claim_next_target()
+    assert claim is not None
+    before = timezone.now()
+    worker.run_claim(claim, _hostile({BASE + "busy": _raise(worker.RetryLater("busy", wait=wait))}))
+    assert list(WorkerSlot.objects.filter(target__isnull=False)) == []
+    target = job.targets.get()
+    assert target.status == "pending"
+    assert before + timedelta(seconds=2) <= target.not_before <= timezone.now() + timedelta(seconds=600)
 
 
 # --- a store that fails anyway --------------------------------------------------------------
