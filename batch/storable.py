@@ -36,9 +36,18 @@ def storable_text(text: str, max_chars: int | None = None) -> str:
         text = text[: max_chars - len(CUT_MARK)] + CUT_MARK
     if "\x00" in text:
         text = text.replace("\x00", "")
-    if not text.isascii():
+    if not text.isascii() and not _encodes(text):
         text = _LONE_SURROGATE.sub("\ufffd", text)
     return text
+
+
+def _encodes(text: str) -> bool:
+    # Encoding is a fast C loop that fails exactly on a lone surrogate; the regex only runs then.
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def storable_json(value: object, max_chars: int | None = META_MAX_CHARS) -> Any:
