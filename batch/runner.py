@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
 from batch import metrics, queue
@@ -32,6 +32,8 @@ from batch.targets import InvalidTarget, Target, idempotency_key, parse_target, 
 
 log = logging.getLogger(__name__)
 
+# Finished jobs one count eviction deletes at most; a finish adds one, so one round keeps up.
+EVICT_CHUNK = 500
 # How long an agent refused for capacity should wait before asking again.
 BUSY_RETRY_AFTER = 5
 
@@ -50,6 +52,9 @@ class Removed:
 
     def __str__(self) -> str:
         return f"removed {self.jobs} jobs, {self.targets} targets, {self.bytes} bytes"
+
+    def __add__(self, other: Removed) -> Removed:
+        return Removed(self.jobs + other.jobs, self.targets + other.targets, self.bytes + other.bytes)
 
 
 def _ttl() -> timedelta:
@@ -90,8 +95,10 @@ def submit(caller: ApiKey, raw_targets: list[object]) -> Submitted:
     idem_key = idempotency_key(caller.name, targets)
     with transaction.atomic():
         # Locks are always taken in the same order, caller row then the global row, so two
-        # submits can never wait on each other in a cycle.
-        ApiKey.objects.select_for_update().filter(pk=caller.pk).first()
+        # submits can never wait on each other in a cycle. The caller row is locked FOR NO KEY
+        # UPDATE: it still serialises submits, but not the FOR KEY SHARE with which a worker's
+        # commit checks a job's foreign key to it, while this submit waits to touch that job.
+        ApiKey.objects.select_for_update(no_key=True).filter(pk=caller.pk).first()
         now = timezone.now()
         twin = _reusable_job(caller, idem_key, now)
         if twin is not None:
@@ -204,7 +211,7 @@ def list_jobs(caller: ApiKey, *, limit: int, offset: int) -> tuple[list[BatchJob
 
 
 def cancel(job: BatchJob) -> bool:
-    """Cancel a live job at once; ``False`` when it had already finished (SPEC §3.5).
+    """Cancel a live job at once; ``False`` when it had already finished.
 
     Pending targets stay pending and are never claimed; a target in flight finishes and its
     result is stored without changing ``cancelled``.
@@ -216,6 +223,7 @@ def cancel(job: BatchJob) -> bool:
     job.refresh_from_db()
     if changed:
         metrics.JOBS.labels("cancelled").inc()
+        evict_callers_oldest(job.caller_id)
         log.info(
             "job %s cancelled caller_id=%s done=%d/%d",
             job.id,
@@ -262,7 +270,7 @@ def sweep_expired_jobs(now: datetime | None = None) -> Removed:
 
 
 def evict_oldest(max_bytes: int | None = None) -> Removed:
-    """Delete the oldest finished jobs until stored result bytes fit ``max_bytes`` (SPEC §3.6).
+    """Delete the oldest finished jobs until stored result bytes fit ``max_bytes``.
 
     Live jobs are never evicted, even when they alone are over the budget.
     """
@@ -282,3 +290,45 @@ def evict_oldest(max_bytes: int | None = None) -> Removed:
         metrics.EVICTED.inc(removed.jobs)
         log.info("evict %s", removed)
     return removed
+
+
+def evict_callers_oldest(caller_id: int, keep: int | None = None) -> Removed:
+    """Delete the caller's finished jobs beyond its newest ``keep`` (``SIFT_BATCH_FINISHED_PER_CALLER``).
+
+    Bounds the tables per caller as ``MAX_BYTES`` bounds them in all: failed jobs store no
+    bytes, and listing them bumps their leases, so neither the sweep nor the byte budget
+    would ever remove them. Newest means last finished; other callers and live jobs are never
+    touched. One bounded query per call: run after each finish, the excess is a job or two.
+    """
+    keep = settings.SIFT_BATCH_FINISHED_PER_CALLER if keep is None else keep
+    finished = BatchJob.objects.filter(caller_id=caller_id, status__in=FINISHED_STATUSES)
+    newest_first = finished.order_by("-finished_at", "-created_at", "-pk")
+    removed = _delete_jobs(list(newest_first.values_list("pk", flat=True)[keep : keep + EVICT_CHUNK]))
+    if removed.jobs:
+        metrics.EVICTED.inc(removed.jobs)
+        log.info("evict caller_id=%s over %d finished jobs: %s", caller_id, keep, removed)
+    return removed
+
+
+def evict_every_callers_oldest(keep: int | None = None) -> Removed:
+    """``evict_callers_oldest`` for every caller over the count, for the schedule and the command."""
+    keep = settings.SIFT_BATCH_FINISHED_PER_CALLER if keep is None else keep
+    over = (
+        BatchJob.objects.filter(status__in=FINISHED_STATUSES)
+        .values("caller_id")
+        .annotate(finished=Count("pk"))
+        .filter(finished__gt=keep)
+        .values_list("caller_id", flat=True)
+    )
+    removed = Removed()
+    for caller_id in list(over):
+        while (round_ := evict_callers_oldest(caller_id, keep)).jobs:
+            removed += round_
+    return removed
+
+
+def evict_after_finish(job_id: str) -> Removed:
+    """After a target is stored: the job's caller over its count, then everyone over the byte budget."""
+    caller_id = BatchJob.objects.filter(pk=job_id).values_list("caller_id", flat=True).first()
+    removed = evict_callers_oldest(caller_id) if caller_id is not None else Removed()
+    return removed + evict_oldest()

@@ -16,4 +16,6 @@ def drain_targets() -> int:
 
 
 def sweep_and_evict() -> str:
-    return f"sweep: {runner.sweep_expired_jobs()}; evict: {runner.evict_oldest()}"
+    swept = runner.sweep_expired_jobs()
+    evicted = runner.evict_every_callers_oldest() + runner.evict_oldest()
+    return f"sweep: {swept}; evict: {evicted}"

@@ -12,8 +12,8 @@ about HTTP or the fetch pipeline.
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +27,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from batch import metrics, queue, runner
+from batch import metrics, queue, runner, storable
 from batch.models import (
     LIVE_STATUSES,
     BatchJob,
@@ -44,6 +44,16 @@ log = logging.getLogger(__name__)
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
 IDLE_POLL_SECONDS = 0.2
+INTERNAL_FAILURE = {
+    "outcome": Outcome.INTERNAL,
+    "error": "internal error",
+    "hint": "This is our bug; retry later or tell the operator.",
+}
+TOO_BIG_FAILURE = {
+    "outcome": Outcome.TOO_LONG,
+    "error": "the result is larger than the service stores",
+    "hint": "Narrow the target (pages, grep, question, jq) so its result is smaller.",
+}
 
 
 @dataclass(frozen=True)
@@ -202,45 +212,67 @@ def run_claim(claim: Claim, fetch: FetchFunc) -> None:
         _finish(claim, TargetStatus.FAILED, outcome=failed.outcome, error=failed.error, hint=failed.hint)
     except Exception:
         log.exception("job %s target %d: the fetch function raised", claim.job_id, claim.idx)
-        _finish(
-            claim,
-            TargetStatus.FAILED,
-            outcome=Outcome.INTERNAL,
-            error="internal error",
-            hint="This is our bug; retry later or tell the operator.",
-        )
+        _finish(claim, TargetStatus.FAILED, **INTERNAL_FAILURE)
     else:
         _finish(claim, TargetStatus.DONE, result=result)
     finally:
         metrics.TARGET_SECONDS.observe(time.monotonic() - started)
 
 
-def _finish(claim: Claim, status: str, *, result: Result | None = None, **failure: str) -> None:
-    n_bytes = len(json.dumps(result, ensure_ascii=False).encode()) if result is not None else 0
-    with transaction.atomic():
-        stored = finish_target(claim, status, result=result, n_bytes=n_bytes, **failure)
-        _release_slot(claim)
+def _finish(claim: Claim, status: str, *, result: object = None, **failure: str) -> None:
+    """Store the target's end and free the slot; a store that fails ends the target ``internal``.
+
+    Whatever went wrong (a value the database refused, a result that is not a mapping), the
+    slot is freed at once: the drain goes on with the next target, never waiting for the lease.
+    """
+    try:
+        with transaction.atomic():
+            stored = finish_target(claim, status, result=result, **failure)
+            _release_slot(claim)
+    except Exception:
+        log.exception("job %s target %d: storing its end failed", claim.job_id, claim.idx)
+        stored = _finish_internal(claim)
     if stored:
-        runner.evict_oldest()
+        _evict_after(claim)
 
 
-def finish_target(
-    ref: TargetRef,
-    status: str,
-    *,
-    result: Result | None = None,
-    n_bytes: int = 0,
-    **failure: str,
-) -> bool:
+def _evict_after(ref: TargetRef) -> None:
+    # The target is stored and its slot free; a failing eviction must not end the drain.
+    try:
+        runner.evict_after_finish(ref.job_id)
+    except Exception:
+        log.exception("job %s target %d: eviction after the store failed", ref.job_id, ref.idx)
+
+
+def _finish_internal(claim: Claim) -> bool:
+    """End the target ``internal`` in a fresh transaction; free the slot even if that fails too."""
+    try:
+        with transaction.atomic():
+            stored = finish_target(claim, TargetStatus.FAILED, **INTERNAL_FAILURE)
+            _release_slot(claim)
+    except Exception:
+        log.exception("job %s target %d: storing internal failed as well", claim.job_id, claim.idx)
+        stored = False
+        try:
+            _release_slot(claim)
+        except Exception:
+            # The database itself is gone; the claim's lease returns the target when it is back.
+            log.exception("job %s target %d: releasing the slot failed", claim.job_id, claim.idx)
+    return stored
+
+
+def finish_target(ref: TargetRef, status: str, *, result: object = None, **failure: str) -> bool:
     """Store a target's end and update its job, inside the caller's transaction.
 
     Only the claim that is still current (same attempt, still running) may store; the last
-    target of a live job also settles the job's status and ``finished_at``.
+    target of a live job also settles the job's status and ``finished_at``. What is stored is
+    cleaned here, the one place results and failures are written (``batch/storable.py``).
     """
+    status, cleaned, n_bytes, failure = _storable_end(status, result, failure)
     now = timezone.now()
     current = BatchTarget.objects.filter(pk=ref.target_id, status=TargetStatus.RUNNING, attempts=ref.attempt)
     if not current.update(
-        status=status, result=result, n_bytes=n_bytes, finished_at=now, lease_until=None, **failure
+        status=status, result=cleaned, n_bytes=n_bytes, finished_at=now, lease_until=None, **failure
     ):
         return False
     failed = 1 if status == TargetStatus.FAILED else 0
@@ -260,6 +292,29 @@ def finish_target(
     )
     _settle_job(ref.job_id, now)
     return True
+
+
+def _storable_end(
+    status: str, result: object, failure: dict[str, str]
+) -> tuple[str, Result | None, int, dict[str, str]]:
+    """Clean a result or a failure so that both databases take it; a result too big fails ``too_long``."""
+    if status == TargetStatus.DONE:
+        cleaned = storable.storable_result(result)
+        n_bytes = storable.json_bytes(cleaned)
+        if n_bytes <= settings.SIFT_BATCH_MAX_BYTES:
+            return status, cleaned, n_bytes, {}
+        status, failure = TargetStatus.FAILED, {**TOO_BIG_FAILURE}
+    outcome = failure.get("outcome", "")
+    return (
+        status,
+        None,
+        0,
+        {
+            "outcome": outcome if outcome in Outcome.values else Outcome.INTERNAL,
+            "error": storable.storable_text(str(failure.get("error", "")), storable.ERROR_MAX_CHARS),
+            "hint": storable.storable_text(str(failure.get("hint", "")), storable.HINT_MAX_CHARS),
+        },
+    )
 
 
 def _settle_job(job_id: str, now: datetime) -> None:
@@ -298,7 +353,30 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
             hint="The site or sift is overloaded; submit this URL again later.",
         )
         return
-    wait = max(settings.SIFT_BATCH_RETRY_WAIT, busy.wait or 0)
+    wait = _retry_wait(busy.wait)
+    try:
+        _store_retry(claim, now, wait)
+    except Exception:
+        log.exception("job %s target %d: storing the retry failed", claim.job_id, claim.idx)
+        if _finish_internal(claim):
+            _evict_after(claim)
+        return
+    log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
+
+
+def _retry_wait(asked: float | None) -> float:
+    """``RETRY_WAIT``, or longer when asked, never past ``RETRY_FOR`` (a NaN asks for nothing)."""
+    wait = settings.SIFT_BATCH_RETRY_WAIT
+    if not isinstance(asked, int | float):
+        return wait
+    try:
+        seconds = float(asked)
+    except OverflowError:
+        seconds = math.inf
+    return wait if math.isnan(seconds) else max(wait, min(seconds, settings.SIFT_BATCH_RETRY_FOR))
+
+
+def _store_retry(claim: Claim, now: datetime, wait: float) -> None:
     with transaction.atomic():
         BatchTarget.objects.filter(
             pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
@@ -309,7 +387,6 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
             lease_until=None,
         )
         _release_slot(claim)
-    log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
 
 
 def _release_slot(claim: Claim) -> None:
@@ -345,6 +422,8 @@ def recover_lost_claims(now: datetime | None = None) -> int:
                 ).update(status=TargetStatus.PENDING, lease_until=None, lost_leases=F("lost_leases") + 1)
             WorkerSlot.objects.filter(target_id=target_id).update(target=None, lease_until=None)
         log.warning("job %s target %d: claim lease expired (lost %d)", job_id, idx, lost_leases + 1)
+        if lost_leases + 1 >= MAX_LOST_LEASES:
+            _evict_after(TargetRef(target_id, job_id, idx, attempt))
     return len(lost)
 
 

@@ -154,6 +154,9 @@ SIFT_BATCH_JOBS_TOTAL = env_int("SIFT_BATCH_JOBS_TOTAL", 8, minimum=1)
 # More than two concurrent targets is never allowed (SPEC §3.4): clamp, don't refuse.
 SIFT_BATCH_WORKERS = min(env_int("SIFT_BATCH_WORKERS", 1, minimum=1), 2)
 SIFT_BATCH_MAX_BYTES = env_bytes("SIFT_BATCH_MAX_BYTES", "64MiB")
+# Finished jobs kept per caller, newest first: failed jobs store no bytes, so the byte budget
+# alone would let one caller grow the tables forever.
+SIFT_BATCH_FINISHED_PER_CALLER = env_int("SIFT_BATCH_FINISHED_PER_CALLER", 100, minimum=1)
 SIFT_BATCH_RETRY_WAIT = env_duration("SIFT_BATCH_RETRY_WAIT", "2s")
 SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
 # GET /v1/batch/{id}?wait= holds a request thread. Per web process, at most this many waits per

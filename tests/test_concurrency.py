@@ -1,4 +1,4 @@
-"""SPEC §3.3: 64 submits at once never break the caps or the idempotency key.
+"""64 submits at once never break the caps or the idempotency key (docs/api.md, docs/workers.md).
 
 Run on PostgreSQL (row locks) and on SQLite (IMMEDIATE transactions serialise writers).
 """
@@ -12,9 +12,10 @@ from collections.abc import Callable
 import pytest
 from django.db import connection
 
-from batch import runner
+from batch import runner, worker
 from batch.errors import Refused
-from batch.models import ApiKey, BatchJob
+from batch.models import ApiKey, BatchJob, BatchTarget
+from batch.targets import Target
 
 N_THREADS = 64
 URL = "https://example.org/"
@@ -34,6 +35,8 @@ def _race(submits: list[Callable[[], runner.Submitted]]) -> list[str]:
             answers[i] = ("reused:" if submitted.reused else "new:") + submitted.job.id
         except Refused as exc:
             answers[i] = exc.code
+        except Exception as exc:
+            answers[i] = f"error:{exc!r}"
         finally:
             connection.close()
 
@@ -74,3 +77,59 @@ def test_many_callers_at_once_get_exactly_the_total_cap(settings, round_):
     counts = Counter(a.split(":")[0] for a in answers)
     assert counts == {"new": 8, "jobs_busy": N_THREADS - 8}
     assert BatchJob.objects.count() == 8
+
+
+# --- reuse while a worker settles the twin (issue 9, point 13) ------------------------------
+
+on_postgres = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="row-lock deadlocks only exist on PostgreSQL"
+)
+
+
+def _instant(caller: worker.Caller, target: Target) -> worker.Result:
+    return {"content": "x", "meta": {}}
+
+
+def _settle_again_and_again(job_id: str, stop: threading.Event, errors: list[str]) -> int:
+    """The worker's own claim and finish transactions on one job, reopened after each settle."""
+    rounds = 0
+    try:
+        while not stop.is_set():
+            BatchJob.objects.filter(pk=job_id).update(
+                status="running", targets_done=0, targets_failed=0, finished_at=None, n_bytes=0
+            )
+            BatchTarget.objects.filter(job_id=job_id).update(
+                status="pending", result=None, n_bytes=0, finished_at=None, lease_until=None
+            )
+            claim = worker.claim_next_target()
+            if claim is not None:
+                worker.run_claim(claim, _instant)
+                rounds += 1
+    except Exception as exc:
+        errors.append(f"worker: {exc!r}")
+    finally:
+        connection.close()
+    return rounds
+
+
+@on_postgres
+@pytest.mark.postgres
+@pytest.mark.parametrize("round_", range(2))
+def test_identical_submits_while_a_worker_settles_the_twin_never_deadlock(settings, round_):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 1
+    caller, _ = ApiKey.issue(f"settler{round_}")
+    twin = runner.submit(caller, [URL]).job
+    stop = threading.Event()
+    errors: list[str] = []
+    settler = threading.Thread(target=_settle_again_and_again, args=(twin.pk, stop, errors))
+    settler.start()
+    answers: list[str] = []
+    try:
+        for _ in range(5):
+            answers += _race([lambda: runner.submit(caller, [URL]) for _ in range(32)])
+    finally:
+        stop.set()
+        settler.join()
+    assert errors == []
+    assert Counter(answers) == {f"reused:{twin.pk}": 5 * 32}
+    assert BatchJob.objects.filter(caller=caller).count() == 1

@@ -1,4 +1,4 @@
-"""Lease, TTL, sweep and eviction (SPEC §3.6), through the API and the commands."""
+"""Lease, TTL, sweep and eviction, through the API and the commands."""
 
 from __future__ import annotations
 
@@ -133,3 +133,74 @@ def test_evict_batches_refuses_a_negative_budget(db):
 
     with pytest.raises(CommandError, match="max-bytes"):
         call_command("evict_batches", "--max-bytes", "-1")
+
+
+# --- finished jobs per caller (issue 9, point 12) -------------------------------------------
+
+
+@pytest.fixture
+def keep_three(settings, monkeypatch, tmp_path):
+    settings.SIFT_BATCH_FINISHED_PER_CALLER = 3
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 10
+    settings.SIFT_BATCH_WORKERS = 1
+    monkeypatch.setenv("SIFT_TEST_FETCH_DIR", str(tmp_path))
+
+
+def _finish_one_job_through_the_worker(caller, url: str) -> BatchJob:
+    from batch import worker
+
+    from . import fetchers
+
+    job = runner.submit(caller, [url]).job
+    assert worker.drain(fetchers.scripted, budget=30) == 1
+    job.refresh_from_db()
+    assert not job.is_live
+    return job
+
+
+def test_a_finished_job_evicts_its_callers_oldest_finished_jobs_beyond_the_count(
+    agent, make_caller, keep_three
+):
+    caller, client = agent
+    other, _ = make_caller("other")
+    old = [_finished_job(caller, n_bytes=0, minutes=m, status="failed") for m in range(1, 6)]
+    others = [_finished_job(other, n_bytes=0, minutes=m, status="failed") for m in range(1, 6)]
+    live = _live_job(caller, n_bytes=0, minutes=0)
+    # Listing bumps every lease; it must not keep jobs beyond the count alive.
+    assert client.get("/v1/batch", limit=100).status_code == 200
+    newest = _finish_one_job_through_the_worker(caller, URL + "?fail=timeout")
+    kept = set(BatchJob.objects.filter(caller=caller).values_list("pk", flat=True))
+    assert kept == {newest.pk, old[4].pk, old[3].pk, live.pk}
+    assert not BatchTarget.objects.filter(job_id__in=[j.pk for j in old[:3]]).exists()
+    assert BatchJob.objects.filter(caller=other).count() == len(others)
+
+
+def test_live_jobs_never_count_and_are_never_evicted(agent, keep_three):
+    caller, _ = agent
+    live = [_live_job(caller, n_bytes=0, minutes=m) for m in range(5)]
+    finished = [_finished_job(caller, n_bytes=0, minutes=10 + m) for m in range(3)]
+    assert runner.evict_callers_oldest(caller.pk) == runner.Removed()
+    assert BatchJob.objects.count() == len(live) + len(finished)
+
+
+def test_a_cancel_evicts_the_callers_oldest_finished_jobs_too(agent, keep_three):
+    caller, client = agent
+    old = [_finished_job(caller, n_bytes=10, minutes=m, status="cancelled") for m in range(1, 5)]
+    job_id = client.post("/v1/batch", {"targets": [URL + "cancel-me"]}).json()["id"]
+    assert client.delete(f"/v1/batch/{job_id}").status_code == 200
+    kept = set(BatchJob.objects.filter(caller=caller).values_list("pk", flat=True))
+    assert kept == {job_id, old[3].pk, old[2].pk}
+
+
+def test_evict_batches_removes_every_callers_excess_and_prints_it(agent, make_caller, keep_three):
+    caller, _ = agent
+    other, _ = make_caller("other")
+    for m in range(1, 6):
+        _finished_job(caller, n_bytes=100, minutes=m)
+    for m in range(1, 4):
+        _finished_job(other, n_bytes=100, minutes=m)
+    out = StringIO()
+    call_command("evict_batches", stdout=out)
+    assert out.getvalue().strip() == "evict: removed 2 jobs, 2 targets, 200 bytes"
+    assert BatchJob.objects.filter(caller=caller).count() == 3
+    assert BatchJob.objects.filter(caller=other).count() == 3

@@ -8,7 +8,10 @@ from batch import runner
 
 
 class Command(BaseCommand):
-    help = "Delete the oldest finished jobs until stored results fit the byte budget (SPEC §3.6)."
+    help = (
+        "Delete each caller's finished jobs beyond SIFT_BATCH_FINISHED_PER_CALLER, then the oldest "
+        "finished jobs until stored results fit the byte budget (docs/workers.md)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -18,4 +21,5 @@ class Command(BaseCommand):
     def handle(self, *args: Any, max_bytes: int | None, **options: Any) -> None:
         if max_bytes is not None and max_bytes < 0:
             raise CommandError("--max-bytes must be 0 or more")
-        self.stdout.write(f"evict: {runner.evict_oldest(max_bytes)}")
+        removed = runner.evict_every_callers_oldest() + runner.evict_oldest(max_bytes)
+        self.stdout.write(f"evict: {removed}")
