@@ -95,7 +95,11 @@ _HTML_START = re.compile(
     rb"|<title|<b>|<br|<p[\s>]|<meta|<!--)",
     re.IGNORECASE,
 )
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_:.\-]+)""", re.IGNORECASE)
+# A <meta> tag, then the charset inside it: two linear scans. One pattern for both would start
+# over at every "<meta" of a page that never closes its tags, quadratic in the head.
+_META_TAG = re.compile(rb"<meta[^>]*", re.IGNORECASE)
+# Possessive spaces: with plain ones, "charset=" and a long run of spaces backtracks quadratically.
+_META_CHARSET = re.compile(rb"""charset\s*+=\s*+["']?\s*+([a-zA-Z0-9_:.\-]+)""", re.IGNORECASE)
 _XML_ENCODING = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([a-zA-Z0-9_.\-]+)""", re.IGNORECASE)
 UNSUPPORTED_HINT = "sift reads HTML, PDF, JSON and text; look for an HTML or PDF version of this resource."
 
@@ -188,7 +192,9 @@ def _embedded_encoding(head: bytes) -> Encoding | None:
     As in the HTML standard's prescan: a document that could be read as ASCII to find its label
     is not UTF-16, so a UTF-16 label there means UTF-8, and x-user-defined means windows-1252.
     """
-    match = _XML_ENCODING.match(head) or _META_CHARSET.search(head)
+    match = _XML_ENCODING.match(head) or next(
+        (found for tag in _META_TAG.finditer(head) if (found := _META_CHARSET.search(tag[0]))), None
+    )
     encoding = charsets.lookup(match[1].decode("ascii")) if match else None
     if encoding is not None and encoding.is_utf16:
         return charsets.UTF_8
