@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -259,3 +260,25 @@ def test_a_retry_after_date_far_ahead_is_clamped_to_retry_for(agent, upstream: H
         600,
         "600",
     )
+
+
+@pytest.mark.postgres
+def test_a_copy_the_database_refuses_is_skipped_and_the_fetch_still_answers(
+    agent, upstream: HostileUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("only PostgreSQL refuses a NUL in a text column")
+    real_row = cache._row
+
+    def row_with_nul(url: str, download: Download) -> dict[str, object]:
+        return {**real_row(url, download), "final_url": "http://example.test/\x00"}  # as before cleaning
+
+    monkeypatch.setattr(cache, "_row", row_with_nul)
+    _, client = agent
+    upstream.answer()
+
+    response = client.get("/v1/fetch", url=upstream.url)
+
+    assert response.status_code == 200
+    assert "twice a day" in response.json()["content"]
+    assert not CachedDocument.objects.exists()

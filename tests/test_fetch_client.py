@@ -241,8 +241,9 @@ def test_caller_headers_are_sent_but_host_stays_the_urls(server: HTTPServer) -> 
     assert request.headers["User-Agent"] == "x"
 
 
-def test_malformed_caller_header_is_invalid_request(server: HTTPServer) -> None:
-    error = fetch_error(server.url_for("/"), headers={"X-Evil": "a\r\nHost: other"})
+@pytest.mark.parametrize("value", ["a\r\nHost: other", "a\x00b", '"snow\u2603"', "\ud800"])
+def test_malformed_caller_header_is_invalid_request(server: HTTPServer, value: str) -> None:
+    error = fetch_error(server.url_for("/"), headers={"If-None-Match": value})
 
     assert error.outcome == "invalid_request"
     assert server.log == []

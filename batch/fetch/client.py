@@ -48,7 +48,8 @@ _OWNED_HEADERS = frozenset(
 )
 _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_HEADER_VALUE_FORBIDDEN = re.compile(r"[\r\n\x00]")
+# Line breaks and NUL could split or cut the request; anything past U+00FF cannot be sent at all.
+_HEADER_VALUE_FORBIDDEN = re.compile(r"[\r\n\x00\u0100-\U0010ffff]")
 _UNREACHABLE_HINT = "The site could not be reached; check the host name or retry later."
 _LIBRARY_ERRORS = (HTTPError, http.client.HTTPException, OSError)
 
@@ -244,7 +245,7 @@ def _caller_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
             raise FetchError(
                 "invalid_request",
                 "a request header is malformed",
-                "Header names are tokens; values hold no line breaks or NUL bytes.",
+                "Header names are tokens; values hold no line breaks, NUL bytes or characters past U+00FF.",
             )
     return checked
 
