@@ -12,15 +12,17 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
+import urllib3.util.connection
 from django.db import connection
 from django.utils import timezone
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from batch.fetch import cache
+from batch.fetch import cache, guard
 from batch.fetch.client import Download
 from batch.fetch.headers import imf_fixdate
 from batch.fetch.models import CachedDocument
@@ -74,6 +76,29 @@ class HostileUpstream:
     def close(self) -> None:
         self._stopped.set()
         self._listener.close()
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing leaves the machine, whatever a generated Location points at.
+
+    Host names are not looked up (no DNS query goes out): only numeric hosts resolve. A
+    connection to anything but loopback is refused before a packet is sent.
+    """
+
+    def resolve(host: str, port: int) -> list[str]:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+        return [str(info[4][0]) for info in infos]
+
+    real_connect = urllib3.util.connection.create_connection
+
+    def connect(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+        if not ipaddress.ip_address(address[0].split("%")[0]).is_loopback:
+            raise ConnectionRefusedError("tests only connect to loopback")
+        return real_connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(guard, "resolve", resolve)
+    monkeypatch.setattr(urllib3.util.connection, "create_connection", connect)
 
 
 @pytest.fixture
@@ -223,6 +248,8 @@ def test_any_upstream_header_value_never_gives_a_500(
     [
         ([b"Location: http://[::1"], b"302 Found", "upstream_4xx"),
         ([b"Location: /a\x00b"], b"301 Moved", "upstream_4xx"),
+        ([b"Location: http://93.184.215.14/"], b"302 Found", "upstream_5xx"),  # refused by the jail
+        ([b"Location: //example.com/"], b"302 Found", "upstream_5xx"),  # never looked up
         ([b"Retry-After: 99999999999999999999"], b"429 Slow Down", "busy"),
         ([b"Retry-After: \xc2\xb2"], b"503 Busy", "busy"),
         ([b"Content-Length: \xc2\xb2"], b"200 OK", None),
