@@ -241,8 +241,9 @@ def test_caller_headers_are_sent_but_host_stays_the_urls(server: HTTPServer) -> 
     assert request.headers["User-Agent"] == "x"
 
 
-def test_malformed_caller_header_is_invalid_request(server: HTTPServer) -> None:
-    error = fetch_error(server.url_for("/"), headers={"X-Evil": "a\r\nHost: other"})
+@pytest.mark.parametrize("value", ["a\r\nHost: other", "a\x00b", '"snow\u2603"', "\ud800"])
+def test_malformed_caller_header_is_invalid_request(server: HTTPServer, value: str) -> None:
+    error = fetch_error(server.url_for("/"), headers={"If-None-Match": value})
 
     assert error.outcome == "invalid_request"
     assert server.log == []
@@ -881,3 +882,128 @@ def test_https_handshake_that_drips_times_out_within_the_deadline(
 
     assert error.outcome == "timeout"
     assert time.monotonic() - started < 2.0 + 1.0
+
+
+# Many-member bodies and the deadline on CPU-bound work -----------------------------------------
+
+
+def many_gzip_members(size: int, payload: bytes = b"a") -> bytes:
+    member = gzip.compress(payload, mtime=0)
+    return member * (size // len(member))
+
+
+def test_a_16_mib_body_of_tiny_gzip_members_downloads_well_within_the_deadline(
+    server: HTTPServer, settings: Settings
+) -> None:
+    settings.SIFT_FETCH_TIMEOUT = 30.0  # the default; member by member copying took minutes here
+    body = many_gzip_members(16 * 2**20)
+    server.expect_request("/").respond_with_data(body, headers={"Content-Encoding": "gzip"})
+
+    result = client.download(server.url_for("/"))
+
+    assert result.body == b"a" * (len(body) // 21)
+
+
+def test_a_decompression_that_outlasts_the_deadline_ends_with_timeout_within_a_second_of_it(
+    server: HTTPServer, settings: Settings
+) -> None:
+    settings.SIFT_FETCH_TIMEOUT = 1.0
+    settings.SIFT_FETCH_MAX_BYTES = 48 * 2**20
+    inner = many_gzip_members(40 * 2**20, b"")  # two million empty members: seconds of work
+    body = gzip.compress(inner, compresslevel=1, mtime=0)  # and about 300 KB on the wire
+    server.expect_request("/").respond_with_data(body, headers={"Content-Encoding": "gzip, gzip"})
+    started = time.monotonic()
+
+    error = fetch_error(server.url_for("/"))
+
+    assert error.outcome == "timeout"
+    assert time.monotonic() - started < 1.0 + 1.0
+
+
+# Hostile response headers ---------------------------------------------------------------------
+
+
+def length_answer(length: str) -> Callable[[socket.socket, RawServer], None]:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: " + length.encode() + b"\r\nConnection: close\r\n\r\n"
+    return lambda conn, _: conn.sendall(head + b"hello")
+
+
+@pytest.mark.parametrize("length", ["\u00b2", "1\u00b2", "-1", "0x10", "5, 5"])
+def test_a_content_length_that_is_not_ascii_digits_is_ignored(
+    raw_server: Callable[..., RawServer], length: str
+) -> None:
+    upstream = raw_server(length_answer(length))
+
+    assert client.download(f"http://127.0.0.1:{upstream.port}/").body == b"hello"
+
+
+@pytest.mark.parametrize("length", ["10, 11", "9" * 40])
+def test_a_content_length_that_cannot_frame_the_body_is_upstream_5xx(
+    raw_server: Callable[..., RawServer], length: str
+) -> None:
+    upstream = raw_server(length_answer(length))
+
+    assert fetch_error(f"http://127.0.0.1:{upstream.port}/").outcome == "upstream_5xx"
+
+
+def test_a_declared_length_over_the_cap_is_refused_before_reading(
+    raw_server: Callable[..., RawServer], small_cap: int
+) -> None:
+    upstream = raw_server(answer("200 OK", {"Content-Length": f"{small_cap + 1}, {small_cap + 1}"}, b"x"))
+
+    assert fetch_error(f"http://127.0.0.1:{upstream.port}/").outcome == "too_long"
+
+
+@pytest.mark.parametrize("location", ["http://[::1", "http://[oops]/x", "/a\x7fb", "/" + "x" * 5000])
+def test_a_location_that_does_not_parse_leaves_the_redirect_as_the_answer(
+    raw_server: Callable[..., RawServer], location: str
+) -> None:
+    upstream = raw_server(answer("302 Found", {"Location": location, "Content-Length": "4"}, b"gone"))
+
+    result = client.download(f"http://127.0.0.1:{upstream.port}/")
+
+    assert (result.status, result.body) == (302, b"gone")
+    assert len(upstream.requests) == 1
+
+
+def test_a_location_with_utf8_bytes_is_followed_percent_encoded(
+    raw_server: Callable[..., RawServer],
+) -> None:
+    def handler(conn: socket.socket, server: RawServer) -> None:
+        if server.requests[-1].startswith(b"GET /start "):
+            conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: /caf\xc3\xa9\r\nContent-Length: 0\r\n\r\n")
+        else:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\narrived")
+
+    upstream = raw_server(handler)
+
+    result = client.download(f"http://127.0.0.1:{upstream.port}/start")
+
+    assert result.final_url == f"http://127.0.0.1:{upstream.port}/caf%C3%A9"
+    assert result.body == b"arrived"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "media", "charset"),
+    [
+        ("text/html; charset=rot13", "text/html", None),
+        ("text/html; charset=base64", "text/html", None),
+        ("text/html; charset=latin1", "text/html", "latin1"),
+        ("text/ht ml; charset=utf-8", "", None),
+        ("\u00e9/\u00e9", "", None),
+    ],
+)
+def test_the_declared_type_is_a_token_pair_and_the_charset_a_whatwg_label(
+    raw_server: Callable[..., RawServer], content_type: str, media: str, charset: str | None
+) -> None:
+    upstream = raw_server(
+        lambda conn, _: conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: "
+            + content_type.encode("latin-1")
+            + b"\r\nContent-Length: 2\r\n\r\nok"
+        )
+    )
+
+    result = client.download(f"http://127.0.0.1:{upstream.port}/")
+
+    assert (result.content_type, result.charset) == (media, charset)

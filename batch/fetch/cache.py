@@ -1,25 +1,35 @@
-"""The document cache (SPEC §5.6): upstream answers kept for ``CACHE_TTL``, per partition.
+"""The document cache: upstream answers kept for ``CACHE_TTL``, per partition.
 
 What is kept is the answer as fetched (body, type, final URL, validators), before extraction,
 so the same document serves any mode and narrowing. The fleet shares one partition; each
 restricted caller has its own, so its documents are never written to, nor served from, the
-shared one (SPEC §2). The cache has its own byte budget, evicted oldest first.
+shared one. The cache has its own byte budget, evicted oldest first. See docs/fetch-pipeline.md.
+
+Everything stored comes from an upstream, so it is cleaned first: validators are kept only when
+they parse (``headers.etag``, ``headers.last_modified``), and every string is rid of NUL and
+lone surrogates and cut to its column, so a store never fails because of what a site sent and a
+stored value can never make a later request for the URL malformed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import re
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Sum
+from django.db import DatabaseError, transaction
+from django.db.models import Field, Sum
 from django.utils import timezone
 
+from batch.fetch import headers
 from batch.fetch.client import Download
 from batch.fetch.models import CachedDocument
 
 FLEET_PARTITION = "fleet"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+log = logging.getLogger(__name__)
 
 
 def partition_for(caller_name: str, caller_class: str) -> str:
@@ -27,7 +37,26 @@ def partition_for(caller_name: str, caller_class: str) -> str:
 
 
 def _url_key(url: str) -> str:
-    return hashlib.sha256(url.encode()).hexdigest()
+    # surrogatepass: a key for any string, even one that could never be stored as UTF-8.
+    return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def column_text(value: str, field: str) -> str:
+    """``value`` without NUL or lone surrogates, cut to the size of ``CachedDocument.<field>``."""
+    cleaned = _LONE_SURROGATE.sub("\ufffd", value.replace("\x00", ""))
+    size = _column_size(field)
+    return cleaned[:size] if size is not None else cleaned
+
+
+def _column_size(field: str) -> int | None:
+    column = CachedDocument._meta.get_field(field)
+    return column.max_length if isinstance(column, Field) else None
+
+
+def _validator(value: str | None, field: str) -> str:
+    """A validator that parses and fits its column whole, else ``""``: a cut one is wrong."""
+    size = _column_size(field)
+    return value if value is not None and (size is None or len(value) <= size) else ""
 
 
 def lookup(partition: str, url: str) -> CachedDocument | None:
@@ -40,13 +69,17 @@ def is_fresh(document: CachedDocument, now: datetime | None = None) -> bool:
 
 
 def conditional_headers(document: CachedDocument) -> dict[str, str]:
-    """Validators for revalidating a stale copy: a 304 answer means it is still good."""
-    headers = {}
-    if document.etag:
-        headers["If-None-Match"] = document.etag
-    if document.last_modified:
-        headers["If-Modified-Since"] = document.last_modified
-    return headers
+    """Validators for revalidating a stale copy: a 304 answer means it is still good.
+
+    A stored validator is sent only if it still parses, so a row written before validators were
+    checked (or edited by hand) cannot make the request malformed.
+    """
+    conditions = {}
+    if etag := headers.etag(document.etag or None):
+        conditions["If-None-Match"] = etag
+    if last_modified := headers.last_modified(document.last_modified or None):
+        conditions["If-Modified-Since"] = last_modified
+    return conditions
 
 
 def refresh(document: CachedDocument) -> None:
@@ -60,27 +93,38 @@ def cacheable(download: Download) -> bool:
 
 
 def store(partition: str, url: str, download: Download) -> None:
-    """Keep (or replace) this partition's copy of ``url``, then fit the byte budget."""
+    """Keep (or replace) this partition's copy of ``url``, then fit the byte budget.
+
+    A cache is an optimisation: a store the database refuses anyway is logged and skipped, and
+    the fetch that produced the document still succeeds.
+    """
     if not cacheable(download) or len(download.body) > settings.SIFT_CACHE_MAX_BYTES:
         return
-    with transaction.atomic():
-        CachedDocument.objects.update_or_create(
-            partition=partition,
-            url_sha256=_url_key(url),
-            defaults={
-                "url": url,
-                "final_url": download.final_url,
-                "status": download.status,
-                "content_type": download.content_type,
-                "charset": download.charset or "",
-                "etag": download.headers.get("etag", "")[:500],
-                "last_modified": download.headers.get("last-modified", "")[:100],
-                "body": download.body,
-                "n_bytes": len(download.body),
-                "fetched_at": timezone.now(),
-            },
-        )
-    evict_over_budget()
+    try:
+        with transaction.atomic():
+            CachedDocument.objects.update_or_create(
+                partition=partition, url_sha256=_url_key(url), defaults=_row(url, download)
+            )
+        evict_over_budget()
+    except DatabaseError:
+        log.exception("the document cache refused a copy; the fetch goes on without caching it")
+
+
+def _row(url: str, download: Download) -> dict[str, object]:
+    return {
+        "url": column_text(url, "url"),
+        "final_url": column_text(download.final_url, "final_url"),
+        "status": download.status,
+        "content_type": column_text(download.content_type, "content_type"),
+        "charset": column_text(download.charset or "", "charset"),
+        "etag": _validator(headers.etag(download.headers.get("etag")), "etag"),
+        "last_modified": _validator(
+            headers.last_modified(download.headers.get("last-modified")), "last_modified"
+        ),
+        "body": download.body,
+        "n_bytes": len(download.body),
+        "fetched_at": timezone.now(),
+    }
 
 
 def evict_over_budget(max_bytes: int | None = None) -> int:

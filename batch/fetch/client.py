@@ -24,7 +24,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from urllib.parse import urljoin
 
 import certifi
 from django.conf import settings
@@ -34,6 +33,7 @@ from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionErro
 from urllib3.response import BaseHTTPResponse
 
 from batch.fetch import decoding, guard
+from batch.fetch import headers as parse
 from batch.fetch.errors import FetchError
 
 USER_AGENT = "sift/0.1 (a self-hosted web reader for AI agents)"
@@ -48,7 +48,8 @@ _OWNED_HEADERS = frozenset(
 )
 _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-_HEADER_VALUE_FORBIDDEN = re.compile(r"[\r\n\x00]")
+# Line breaks and NUL could split or cut the request; anything past U+00FF cannot be sent at all.
+_HEADER_VALUE_FORBIDDEN = re.compile(r"[\r\n\x00\u0100-\U0010ffff]")
 _UNREACHABLE_HINT = "The site could not be reached; check the host name or retry later."
 _LIBRARY_ERRORS = (HTTPError, http.client.HTTPException, OSError)
 
@@ -244,7 +245,7 @@ def _caller_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
             raise FetchError(
                 "invalid_request",
                 "a request header is malformed",
-                "Header names are tokens; values hold no line breaks or NUL bytes.",
+                "Header names are tokens; values hold no line breaks, NUL bytes or characters past U+00FF.",
             )
     return checked
 
@@ -265,8 +266,8 @@ def _request_headers(
 
 
 def _read_raw(response: BaseHTTPResponse, limit: int, deadline: _Deadline) -> bytes:
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    declared = parse.content_length(response.headers.get("content-length"))
+    if declared is not None and declared > limit:
         raise decoding.too_long()
     body = bytearray()
     while chunk := response.read1(_READ_SIZE):
@@ -280,16 +281,6 @@ def _read_raw(response: BaseHTTPResponse, limit: int, deadline: _Deadline) -> by
 
 def _lower_headers(response: BaseHTTPResponse) -> dict[str, str]:
     return {name.lower(): response.headers[name] for name in response.headers}
-
-
-def _media_type(value: str) -> tuple[str, str | None]:
-    media, _, params = value.partition(";")
-    charset = None
-    for param in params.split(";"):
-        name, _, raw = param.partition("=")
-        if name.strip().lower() == "charset" and raw.strip().strip("\"'"):
-            charset = raw.strip().strip("\"'").lower()
-    return media.strip().lower(), charset
 
 
 @dataclass(frozen=True)
@@ -310,11 +301,11 @@ def _check_hop(url: str, hop: int) -> guard.Destination:
 
 
 def _receive(url: str, response: BaseHTTPResponse, deadline: _Deadline) -> _Answer:
-    headers = _lower_headers(response)
-    codings = decoding.codings(headers)
+    received = _lower_headers(response)
+    codings = decoding.codings(received)
     limit = int(settings.SIFT_FETCH_MAX_BYTES)
     raw = _read_raw(response, decoding.slack(limit) if codings else limit, deadline)
-    return _Answer(url, response.status, headers, decoding.decode(raw, codings, limit))
+    return _Answer(url, response.status, received, decoding.decode(raw, codings, limit, deadline))
 
 
 def _follow(url: str, extra: dict[str, str], deadline: _Deadline) -> _Answer:
@@ -322,12 +313,17 @@ def _follow(url: str, extra: dict[str, str], deadline: _Deadline) -> _Answer:
     for hop in range(MAX_REDIRECTS + 1):
         destination = _check_hop(current, hop)
         origin = origin or destination.origin
-        headers = _request_headers(destination, extra, same_origin=destination.origin == origin)
-        with _exchange(destination, headers, deadline) as response:
-            location = response.headers.get("location") if response.status in REDIRECT_STATUSES else None
-            if not location:
+        sent = _request_headers(destination, extra, same_origin=destination.origin == origin)
+        with _exchange(destination, sent, deadline) as response:
+            # A Location that does not parse is absent: the 3xx answer is then the answer.
+            target = (
+                parse.location(response.headers.get("location"), current)
+                if response.status in REDIRECT_STATUSES
+                else None
+            )
+            if target is None:
                 return _receive(current, response, deadline)
-        current = urljoin(current, location.strip().replace(" ", "%20"))  # as browsers do
+        current = target
     raise FetchError(
         "blocked",
         f"the site redirected more than {MAX_REDIRECTS} times",
@@ -378,7 +374,7 @@ def download(url: str, *, headers: Mapping[str, str] | None = None) -> Download:
             answer = _follow(url, extra, deadline)
         except _LIBRARY_ERRORS as exc:
             raise _library_failure(exc, deadline) from exc
-    content_type, charset = _media_type(answer.headers.get("content-type", ""))
+    content_type, charset = parse.content_type(answer.headers.get("content-type"))
     return Download(
         url=url,
         final_url=answer.final_url,

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
-from batch.fetch import cache, client, gate, metrics
+from batch.fetch import cache, client, gate, headers, metrics
 from batch.fetch.errors import FetchError
 from batch.fetch.extract import extract
 from batch.fetch.models import CachedDocument
@@ -22,7 +22,6 @@ from batch.targets import Target
 
 # Failures after which `recover: true` serves the last copy (SPEC §5.6).
 RECOVERABLE = frozenset({"timeout", "upstream_5xx"})
-MAX_RETRY_AFTER = 3600
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,12 @@ def _from_upstream(
 def _raise_for_status(download: client.Download) -> None:
     status = download.status
     if status in (429, 503):
-        wait = _retry_after(download.headers.get("retry-after", ""))
+        # Clamped to RETRY_FOR: a batch target gives up after that long anyway.
+        wait = headers.retry_after(
+            download.headers.get("retry-after"),
+            now=timezone.now(),
+            most=float(settings.SIFT_BATCH_RETRY_FOR),
+        )
         raise FetchError(
             "busy",
             f"the site answered {status}",
@@ -117,22 +121,6 @@ def _raise_for_status(download: client.Download) -> None:
             "Fetch the URL the site points to, if it names one.",
             upstream_status=status,
         )
-
-
-def _retry_after(value: str) -> float | None:
-    """``Retry-After`` as seconds: a number, or an HTTP date; ``None`` when absent or unreadable."""
-    value = value.strip()
-    if not value:
-        return None
-    if value.isdigit():
-        return float(min(int(value), MAX_RETRY_AFTER))
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, min((when - timezone.now()).total_seconds(), MAX_RETRY_AFTER))
 
 
 def _envelope(target: Target, source: Source, started: float) -> dict[str, Any]:

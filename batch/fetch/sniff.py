@@ -14,6 +14,8 @@ import re
 
 import charset_normalizer
 
+from batch.fetch import charsets, headers
+from batch.fetch.charsets import Encoding
 from batch.fetch.errors import FetchError
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -93,10 +95,12 @@ _HTML_START = re.compile(
     rb"|<title|<b>|<br|<p[\s>]|<meta|<!--)",
     re.IGNORECASE,
 )
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_:.\-]+)""", re.IGNORECASE)
+# A <meta> tag, then the charset inside it: two linear scans. One pattern for both would start
+# over at every "<meta" of a page that never closes its tags, quadratic in the head.
+_META_TAG = re.compile(rb"<meta[^>]*", re.IGNORECASE)
+# Possessive spaces: with plain ones, "charset=" and a long run of spaces backtracks quadratically.
+_META_CHARSET = re.compile(rb"""charset\s*+=\s*+["']?\s*+([a-zA-Z0-9_:.\-]+)""", re.IGNORECASE)
 _XML_ENCODING = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([a-zA-Z0-9_.\-]+)""", re.IGNORECASE)
-# WHATWG maps these labels to windows-1252, a superset that browsers use in their place.
-_WINDOWS_1252_ALIASES = frozenset({"latin_1", "iso8859_1", "ascii", "us_ascii", "cp819"})
 UNSUPPORTED_HINT = "sift reads HTML, PDF, JSON and text; look for an HTML or PDF version of this resource."
 
 
@@ -106,8 +110,8 @@ def media_type(declared_type: str) -> str:
 
 
 def declared_charset(declared_type: str) -> str | None:
-    match = re.search(r"charset\s*=\s*\"?([^\s;\"]+)", declared_type, re.IGNORECASE)
-    return match[1] if match else None
+    """The charset label of a ``Content-Type`` value, if it is a WHATWG label."""
+    return headers.content_type(declared_type)[1]
 
 
 def _binary_format(head: bytes, charset: str | None) -> str | None:
@@ -129,7 +133,8 @@ def _has_bom(head: bytes) -> bool:
 def _looks_binary(head: bytes, charset: str | None, *, declared_text: bool = False) -> bool:
     """WHATWG's test: any binary data byte. For a body declared as text, a few stray control
     characters (a broken CMS, a pasted form feed) are tolerated; binary formats have far more."""
-    wide = charset is not None and ("16" in charset or "32" in charset)
+    encoding = charsets.lookup(charset)
+    wide = encoding is not None and encoding.is_utf16
     if wide or _has_bom(head):
         return False
     if not declared_text:
@@ -181,41 +186,54 @@ def sniff_kind(body: bytes, declared_type: str, charset: str | None = None) -> s
     return "json" if _starts_like_json(head) else "text"
 
 
-def _codec(label: str | None) -> str | None:
-    if not label:
-        return None
-    try:
-        name = codecs.lookup(label.strip().strip("\"'")).name
-    except LookupError:
-        return None
-    return "cp1252" if name.replace("-", "_") in _WINDOWS_1252_ALIASES else name
+def _embedded_encoding(head: bytes) -> Encoding | None:
+    """The encoding an ``<?xml encoding>`` or ``<meta charset>`` in the first bytes names.
+
+    As in the HTML standard's prescan: a document that could be read as ASCII to find its label
+    is not UTF-16, so a UTF-16 label there means UTF-8, and x-user-defined means windows-1252.
+    """
+    match = _XML_ENCODING.match(head) or next(
+        (found for tag in _META_TAG.finditer(head) if (found := _META_CHARSET.search(tag[0]))), None
+    )
+    encoding = charsets.lookup(match[1].decode("ascii")) if match else None
+    if encoding is not None and encoding.is_utf16:
+        return charsets.UTF_8
+    if encoding is not None and encoding.name == charsets.X_USER_DEFINED:
+        return charsets.WINDOWS_1252
+    return encoding
 
 
-def _embedded_charset(head: bytes) -> str | None:
-    match = _XML_ENCODING.match(head) or _META_CHARSET.search(head)
-    return match[1].decode("ascii") if match else None
+def _bom(head: bytes) -> str | None:
+    return next((name for bom, name in _BOMS if head.startswith(bom)), None)
+
+
+def _detected(body: bytes) -> Encoding | None:
+    """charset-normalizer's guess over the first 256 KiB, if it is a WHATWG encoding."""
+    best = charset_normalizer.from_bytes(body[: 256 << 10]).best()
+    return charsets.from_python_codec(best.encoding) if best is not None else None
 
 
 def decode_text(body: bytes, charset: str | None) -> str:
     """Decode with the BOM, the declared charset, an embedded one, UTF-8, or a detected one.
 
+    Only labels of the WHATWG Encoding Standard count (``charsets``); any other label is ignored.
     The first of those that decodes the whole body without error wins. When none does, the
-    declared (or embedded) charset is used with replacement characters, then a guess.
+    declared (or embedded) charset is used with replacement characters, then a detected one,
+    then UTF-8 with replacement characters.
     """
     head = body[:4096]
-    bom = next((name for bom, name in _BOMS if head.startswith(bom)), None)
-    declared = _codec(charset)
-    embedded = _codec(_embedded_charset(head))
-    for candidate in dict.fromkeys(c for c in (bom, declared, embedded, "utf-8") if c):
+    bom = _bom(head)
+    if bom is not None:
+        return body.decode(bom, "replace")
+    declared = charsets.lookup(charset)
+    embedded = _embedded_encoding(head)
+    for candidate in dict.fromkeys(c for c in (declared, embedded, charsets.UTF_8) if c):
         try:
-            return body.decode(candidate)
+            return candidate.decode(body)
         except UnicodeDecodeError:
             continue
-    fallback = declared or embedded
-    if fallback is None:
-        best = charset_normalizer.from_bytes(body[: 256 << 10]).best()
-        fallback = _codec(best.encoding) if best is not None else None
-    return body.decode(fallback or "cp1252", "replace")
+    fallback = declared or embedded or _detected(body) or charsets.UTF_8
+    return fallback.decode(body, "replace")
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
