@@ -181,6 +181,21 @@ def test_the_five_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server
     assert all(tool.description and tool.output_schema for tool in tools.values())
 
 
+@pytest.mark.filterwarnings("ignore:ping is removed")
+def test_the_handshake_era_initializes_and_answers_ping(mcp_server, agent):
+    _, client = agent
+    status, _, body = post(mcp_server.url, {"Authorization": client.headers["Authorization"]}, INITIALIZE)
+    assert status == 200
+    result = json.loads(body)["result"]
+    assert (result["protocolVersion"], result["serverInfo"]["name"]) == ("2025-06-18", "sift")
+    assert "tools" in result["capabilities"]
+
+    async def ping(mcp: Client) -> Any:
+        return await mcp.send_ping()
+
+    assert with_client(mcp_server.url, _raw_key(client), ping, "legacy") is not None
+
+
 @pytest.mark.parametrize("mode", ERAS)
 def test_fetch_of_a_local_page_returns_its_text_from_the_cache_the_rest_api_shares(
     mcp_server, agent, upstream_port, mode
@@ -238,13 +253,18 @@ def test_a_bad_target_is_refused_naming_its_index_as_the_rest_api_does(mcp_serve
     assert body["error"].startswith("targets[1].options.pages")
 
 
-def test_a_missing_or_unknown_key_is_401_and_a_revoked_key_403_at_the_http_level(mcp_server, agent):
+def test_a_missing_or_unknown_key_is_401_a_foreign_host_400_and_a_revoked_key_403_over_http(
+    mcp_server, agent
+):
     api_key, client = agent
     for headers in ({}, {"Authorization": "Bearer sk_unknown"}, {"Authorization": "Basic abc"}):
         status, response_headers, body = post(mcp_server.url, headers, INITIALIZE)
         assert status == 401
         assert response_headers["WWW-Authenticate"].startswith("Bearer")
         assert json.loads(body)["code"] == "unauthorized"
+    auth = {"Authorization": client.headers["Authorization"]}
+    status, _, body = post(mcp_server.url, {**auth, "Host": "sift.attacker.example"}, INITIALIZE)
+    assert (status, json.loads(body)["code"]) == (400, "invalid_request")
     ApiKey.objects.filter(pk=api_key.pk).update(active=False)
     status, response_headers, body = post(
         mcp_server.url, {"Authorization": client.headers["Authorization"]}, INITIALIZE
@@ -345,3 +365,20 @@ def test_calls_are_counted_by_tool_and_outcome_and_never_log_a_url(mcp_server, a
     assert "mcp fetch caller=agent outcome=blocked" in log
     assert PAGE_PATH not in log
     assert "127.0.0.2" not in log
+
+
+def test_with_batches_disabled_the_batch_tools_answer_batch_disabled_and_fetch_still_works(
+    tmp_path, agent, upstream_port
+):
+    _, client = agent
+    deployment = Deployment(
+        tmp_path, {"SIFT_BATCH_ENABLED": "false", "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.1/32"}
+    )
+    try:
+        url = deployment.start_mcp()
+        refused = call(url, _raw_key(client), "batch_list", {})
+        fetched = call(url, _raw_key(client), "fetch", {"url": f"http://127.0.0.1:{upstream_port}/off"})
+    finally:
+        deployment.stop_all()
+    assert _refusal(refused)["code"] == "batch_disabled"
+    assert not fetched.is_error, fetched

@@ -53,10 +53,22 @@ async def in_thread(function: Any, *args: Any) -> Any:
     return await anyio.to_thread.run_sync(function, *args, limiter=_limiter())
 
 
+@cache
+def _listed() -> list[types.Tool]:
+    return [tool.as_mcp() for tool in tools.TOOLS.values()]
+
+
 async def list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[tool.as_mcp() for tool in tools.TOOLS.values()])
+    return types.ListToolsResult(tools=_listed())
+
+
+def input_schema(name: str) -> dict[str, Any] | None:
+    # The SDK checks Mcp-Param-* headers against this on each call of the per-request era;
+    # without it, it would run the tools/list handler for every tools/call.
+    tool = tools.TOOLS.get(name)
+    return tool.input_schema if tool is not None else None
 
 
 async def call_tool(
@@ -77,6 +89,7 @@ def build_server() -> Server[Any]:
         version="1",
         title="sift",
         instructions=INSTRUCTIONS,
+        get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
