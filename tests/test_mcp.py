@@ -3,6 +3,7 @@ process on the test database, in both protocol eras (docs/mcp.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import urllib.error
@@ -16,6 +17,9 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -24,6 +28,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from batch.fetch.models import CachedDocument
+from batch.mcp import tools
 from batch.models import ApiKey, BatchJob
 
 from .conftest import MakeCaller
@@ -382,3 +387,60 @@ def test_with_batches_disabled_the_batch_tools_answer_batch_disabled_and_fetch_s
         deployment.stop_all()
     assert _refusal(refused)["code"] == "batch_disabled"
     assert not fetched.is_error, fetched
+
+
+def test_an_unexpected_exception_in_a_tool_is_an_internal_error_result_with_the_traceback_only_logged(
+    agent, caplog
+):
+    caller, _ = agent
+
+    def boom(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("secret detail of the crash")
+
+    tool = dataclasses.replace(tools.TOOLS["batch_list"], run=boom)
+    result = tools.as_result(tool, tools.call(tool, caller, {}))
+    body = _refusal(result)
+    assert body["code"] == "internal"
+    assert "secret detail" not in result.content[0].text
+    assert "secret detail of the crash" in caplog.text
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+KNOWN_CODES = {
+    "ok",
+    "invalid_request",
+    "no_targets",
+    "too_many_targets",
+    "caller_busy",
+    "not_found",
+    "already_finished",
+    "blocked",
+}
+
+
+@hypothesis_settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    name=st.sampled_from(sorted(tools.TOOLS)),
+    arguments=st.dictionaries(
+        st.sampled_from(["url", "id", "targets", "wait", "content", "limit", "offset", "mode", "grep", "x"]),
+        JSON,
+        max_size=4,
+    ),
+)
+def test_any_arguments_answer_a_result_or_a_coded_refusal_never_an_internal_error(agent, name, arguments):
+    caller, _ = agent
+    if name == "fetch":
+        # Only ever a refused address: the guard answers before any connection is tried.
+        arguments = {**arguments, "url": "http://127.0.0.2/"}
+    if "wait" in arguments:
+        arguments = {**arguments, "wait": 0}
+    outcome = tools.call(tools.TOOLS[name], caller, arguments)
+    assert outcome.code in KNOWN_CODES, outcome
+    result = tools.as_result(tools.TOOLS[name], outcome)
+    assert result.is_error is (outcome.code != "ok")
