@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# The Procfile's mcp process (uvicorn, /mcp) listens on the next port. honcho hands every process a
+# PORT of its own (8000, 8100, 8200, ...), so the mcp line reads MCP_PORT instead.
+MCP_PORT ?= $(shell expr $(PORT) + 1)
 # Web and cluster write their metrics here and /metrics adds them up (docs/metrics.md).
 METRICS_DIR ?= $(CURDIR)/var/metrics
 # Django's signing key, shared by web, cluster and commands; settings read it when SECRET_KEY is unset.
@@ -29,7 +32,8 @@ run: $(VENV)/.installed $(SECRET_KEY_FILE)
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	rm -rf $(METRICS_DIR) && mkdir -p $(METRICS_DIR)
 	$(BIN)/python manage.py setup_demo --port $(PORT)
-	PATH=$(CURDIR)/$(BIN):$$PATH PROMETHEUS_MULTIPROC_DIR=$(METRICS_DIR) \
+	@echo "  MCP endpoint : http://127.0.0.1:$(MCP_PORT)/mcp  (client set-up: docs/mcp.md)"
+	PATH=$(CURDIR)/$(BIN):$$PATH PROMETHEUS_MULTIPROC_DIR=$(METRICS_DIR) MCP_PORT=$(MCP_PORT) \
 		$(BIN)/honcho start --port $(PORT) --procfile Procfile
 
 test: $(VENV)/.installed $(SECRET_KEY_FILE)

@@ -100,13 +100,18 @@ class KeyAuth(HttpBearer):
     """``Authorization: Bearer <key>``: unknown key 401, revoked key 403 (SPEC §2)."""
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        api_key = ApiKey.objects.filter(key_sha256=hash_key(token)).first()
-        if api_key is None:
-            return None
-        if not api_key.active:
-            raise Refused("forbidden", "this API key has been revoked", "Ask an operator for a new key.")
-        _note_use(api_key)
-        return api_key
+        return caller_for_key(token)
+
+
+def caller_for_key(raw_key: str) -> ApiKey | None:
+    """The caller a bearer key names, for every door (REST and MCP): ``None`` when unknown."""
+    api_key = ApiKey.objects.filter(key_sha256=hash_key(raw_key)).first()
+    if api_key is None:
+        return None
+    if not api_key.active:
+        raise Refused("forbidden", "this API key has been revoked", "Ask an operator for a new key.")
+    _note_use(api_key)
+    return api_key
 
 
 def _note_use(api_key: ApiKey) -> None:
@@ -116,12 +121,14 @@ def _note_use(api_key: ApiKey) -> None:
         ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
 
 
+def ensure_batch_enabled() -> None:
+    if not settings.SIFT_BATCH_ENABLED:
+        raise Refused("batch_disabled", "batch processing is disabled here", "Use /v1/fetch for single URLs.")
+
+
 class BatchAuth(KeyAuth):
     def __call__(self, request: HttpRequest) -> ApiKey | None:
-        if not settings.SIFT_BATCH_ENABLED:
-            raise Refused(
-                "batch_disabled", "batch processing is disabled here", "Use /v1/fetch for single URLs."
-            )
+        ensure_batch_enabled()
         return super().__call__(request)
 
 
@@ -273,10 +280,14 @@ fetch_router = Router(auth=KeyAuth(), tags=["fetch"])
 FETCH_ERRORS = dict.fromkeys((400, 401, 403, 415, 422, 429, 502, 504), ErrorOut)
 
 
-def _fetch(request: HttpRequest, raw_target: dict[str, Any]) -> dict[str, Any]:
+def fetch_for(caller: ApiKey, raw_target: object) -> dict[str, Any]:
+    """One target fetched now for ``caller``: what ``/v1/fetch`` and the MCP ``fetch`` tool both do."""
     target = runner.validate_target(raw_target)
-    caller = _caller(request)
     return pipeline.fetch(target, partition=cache.partition_for(caller.name, caller.caller_class))
+
+
+def _fetch(request: HttpRequest, raw_target: dict[str, Any]) -> dict[str, Any]:
+    return fetch_for(_caller(request), raw_target)
 
 
 @fetch_router.get("", response={200: FetchEnvelope, **FETCH_ERRORS}, summary="Fetch one URL now")

@@ -36,6 +36,9 @@ TARGET_SECONDS = Histogram(
 )
 EVICTED = Counter("sift_batch_evicted", "Finished jobs deleted to fit SIFT_BATCH_MAX_BYTES")
 SWEPT = Counter("sift_batch_swept", "Jobs deleted after their TTL")
+MCP_CALLS = Counter(
+    "sift_mcp_calls", "MCP tool calls by tool and outcome (ok, or the error code)", ["tool", "outcome"]
+)
 
 
 class QueueCollector(Collector):

@@ -66,10 +66,15 @@ class Deployment:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.port = free_port()
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def _spawn(self, name: str, args: list[str], **env: str) -> None:
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         self.processes[name] = subprocess.Popen(
-            args, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            cwd=ROOT,
+            env={**self.env, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def start_cluster(self, name: str = "cluster") -> None:
@@ -80,6 +85,26 @@ class Deployment:
         bind = f"127.0.0.1:{self.port}"
         self._spawn("web", [gunicorn, "sift_site.wsgi", "--bind", bind, "--workers", str(workers)])
         wait_for(self._web_answers, what="gunicorn to answer")
+
+    def start_mcp(self) -> str:
+        """The Procfile's ``mcp`` line as written, on a free ``MCP_PORT``; answers the endpoint's URL."""
+        line = next(x for x in (ROOT / "Procfile").read_text().splitlines() if x.startswith("mcp:"))
+        self.mcp_port = free_port()
+        path = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"
+        command = ["sh", "-c", "exec " + line.removeprefix("mcp:").strip()]
+        self._spawn("mcp", command, MCP_PORT=str(self.mcp_port), PATH=path)
+        url = f"http://127.0.0.1:{self.mcp_port}/mcp"
+        wait_for(lambda: self._answers(url), timeout=60, what="the mcp process to answer")
+        return url
+
+    def _answers(self, url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return True
+        except urllib.error.HTTPError:
+            return True  # 401 without a key: it is up
+        except OSError:
+            return False
 
     def _web_answers(self) -> bool:
         try:
