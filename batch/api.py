@@ -255,7 +255,11 @@ def list_batches(
 def get_batch(
     request: HttpRequest, job_id: str, wait: int = Query(0, ge=0, le=60), content: bool = True
 ) -> dict[str, Any]:
-    caller = _caller(request)
+    return read_job(_caller(request), job_id, wait=wait, content=content)
+
+
+def read_job(caller: ApiKey, job_id: str, *, wait: float, content: bool) -> dict[str, Any]:
+    """A job with its targets, after a bounded wait: the body of ``GET /v1/batch/{id}`` and MCP's."""
     waited = waits.until_finished(caller, runner.get_job(caller, job_id), seconds=wait)
     targets = [target_out(t, content=content) for t in waited.job.targets.order_by("idx")]
     return {**job_summary(waited.job, caller), "targets": targets, "wait_cut_short": waited.cut_short}

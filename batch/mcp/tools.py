@@ -22,11 +22,11 @@ from jsonschema.exceptions import ValidationError
 from ninja import Schema
 
 from batch import metrics, runner
-from batch.api import ensure_batch_enabled, fetch_for
+from batch.api import ensure_batch_enabled, fetch_for, read_job
 from batch.errors import Refused
 from batch.fetch.errors import FetchError
 from batch.models import ApiKey
-from batch.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut, job_summary, target_out
+from batch.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut, job_summary
 from batch.targets import MODES
 
 log = logging.getLogger(__name__)
@@ -103,10 +103,10 @@ def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def batch_get(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
-    job = runner.get_job(caller, arguments["id"], wait=arguments.get("wait", 0))
-    content = arguments.get("content", True)
-    targets = [target_out(t, content=content) for t in job.targets.order_by("idx")]
-    return _shaped(JobOut, {**job_summary(job, caller), "targets": targets})
+    body = read_job(
+        caller, arguments["id"], wait=arguments.get("wait", 0), content=arguments.get("content", True)
+    )
+    return _shaped(JobOut, body)
 
 
 def batch_cancel(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
