@@ -47,11 +47,11 @@ def token_f1(predicted: str, truth: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def load(data: Path) -> list[tuple[bytes, str, str]]:
-    truth = json.loads((data / "ground-truth.json").read_text())
+def load(articles: Path) -> list[tuple[bytes, str, str]]:
+    truth = json.loads((articles / "ground-truth.json").read_text())
     pages = []
     for key, item in sorted(truth.items()):
-        path = data / "html" / f"{key}.html.gz"
+        path = articles / "html" / f"{key}.html.gz"
         if path.exists():
             pages.append((gzip.decompress(path.read_bytes()), item["url"], item["articleBody"]))
     return pages
