@@ -1,8 +1,9 @@
 """Benchmark sift's HTML path against trafilatura called directly, and score its text mode.
 
-Reads the article-extraction benchmark from /work/shared/bench-data/article-extraction/
-(gzipped HTML pages and ground-truth.json: {id: {"articleBody": ..., "url": ...}}; never
-copied into the repository) and prints pages/s and mean token F1 for:
+Reads the article-extraction benchmark from the bench-data directory (``--data``, by default
+``../shared/bench-data`` beside the repository; gzipped HTML pages and ground-truth.json: {id:
+{"articleBody": ..., "url": ...}}; never copied into the repository) and prints pages/s and mean
+token F1 for:
 
 - sift markdown: ``extract(..., mode="markdown")`` (type sniffing, decoding, trafilatura,
   title/language/canonical metadata, whole-page fallback, cleaning);
@@ -11,7 +12,7 @@ copied into the repository) and prints pages/s and mean token F1 for:
 
 Token F1 is the bag-of-words F1 of lower-cased ``\\w+`` tokens, per page, then averaged.
 
-    .venv/bin/python bench/extract.py [--data DIR] [--rounds N]
+    .venv/bin/python -m bench.extract [--data DIR] [--rounds N]
 """
 
 from __future__ import annotations
@@ -21,21 +22,19 @@ import gzip
 import json
 import os
 import re
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 
 import trafilatura
 
 from batch.fetch.extract import extract
 from batch.targets import TargetOptions
+from bench import data
 
-DATA = Path("/work/shared/bench-data/article-extraction")
 _TOKEN = re.compile(r"\w+")
 
 
@@ -48,11 +47,11 @@ def token_f1(predicted: str, truth: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def load(data: Path) -> list[tuple[bytes, str, str]]:
-    truth = json.loads((data / "ground-truth.json").read_text())
+def load(articles: Path) -> list[tuple[bytes, str, str]]:
+    truth = json.loads((articles / "ground-truth.json").read_text())
     pages = []
     for key, item in sorted(truth.items()):
-        path = data / "html" / f"{key}.html.gz"
+        path = articles / "html" / f"{key}.html.gz"
         if path.exists():
             pages.append((gzip.decompress(path.read_bytes()), item["url"], item["articleBody"]))
     return pages
@@ -86,10 +85,10 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DATA)
+    data.add_argument(parser)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    pages = load(args.data)
+    pages = load(data.articles(parser, args.data))
     megabytes = sum(len(body) for body, _, _ in pages) / 1e6
     print(f"{len(pages)} pages, {megabytes:.1f} MB of HTML, {args.rounds} rounds each\n")
     print("| path                         |  pages/s | token F1 |")

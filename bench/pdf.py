@@ -9,7 +9,7 @@ and the sandbox child that read the PDF (VmHWM), for that PDF and for a generate
 page run through ``extract`` with a grep for one line (so that the over-400,000-characters rule
 does not stop it early).
 
-    .venv/bin/python bench/pdf.py [--rounds N]
+    .venv/bin/python -m bench.pdf [--rounds N]
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 
-from tests.fixtures.pdf_writer import build_pdf  # noqa: E402
+from bench.harness import REPO
+from tests.fixtures.pdf_writer import build_pdf
 
 PAGES = 200
 HTML_BYTES = 20_000_000
@@ -152,7 +151,11 @@ def main() -> None:
     for document in ("html", "pdf"):
         line = (
             subprocess.run(
-                [sys.executable, __file__, "--rss-of", document], check=True, capture_output=True, text=True
+                [sys.executable, "-m", "bench.pdf", "--rss-of", document],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=REPO,
             )
             .stdout.strip()
             .splitlines()[-1]

@@ -1,6 +1,6 @@
 """Benchmark: the per-target cost of the batch scheduler, through a real cluster on PostgreSQL.
 
-    .venv/bin/python bench/scheduling.py [--targets 32] [--runs 5] [--workers 1|2]
+    .venv/bin/python -m bench.scheduling [--targets 32] [--runs 5] [--workers 1|2]
 
 One command does everything: it recreates the ``sift_bench_sched`` database on the local
 PostgreSQL, migrates it, issues a caller, starts ``manage.py qcluster`` on it with
@@ -35,22 +35,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# Run as a script, bench/ comes first on the path; the repository goes ahead of it, for ``bench.*``.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from bench import harness
 from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group
 from bench.postgres import BenchDatabase, server_settings
+from bench.stats import median, percentile
 
 if TYPE_CHECKING:
     from batch.models import ApiKey
@@ -84,7 +80,7 @@ def run_job(caller: ApiKey, run: int, n_targets: int) -> JobRun:
 
     from batch import runner
 
-    # Distinct URLs per run, or the submit would answer the previous run's job (SPEC §3.2).
+    # Distinct URLs per run, or the submit would reuse the previous run's job (docs/api.md).
     targets: list[object] = [f"https://run{run}.bench.invalid/{i}" for i in range(n_targets)]
     submitted = timezone.now()
     began = time.perf_counter()
@@ -115,16 +111,6 @@ def job_spans(job_id: str) -> list[Span]:
 
 def ms(seconds: float) -> float:
     return seconds * 1000
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    at = (len(ordered) - 1) * q
-    low = int(at)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
 
 
 def worker_chains(spans: list[Span]) -> list[list[Span]]:
@@ -172,12 +158,12 @@ def figures(job: JobRun) -> Figures:
         wake=wake,
         drain=total - wake,
         total=total,
-        held_median=statistics.median(held),
-        held_p90=percentile(held, 0.9),
-        gap_median=statistics.median(gaps) if gaps else float("nan"),
-        gap_p90=percentile(gaps, 0.9),
+        held_median=median(held),
+        held_p90=percentile(held, 90),
+        gap_median=median(gaps),
+        gap_p90=percentile(gaps, 90),
         gap_max=max(gaps, default=float("nan")),
-        cycle_median=statistics.median(cycles) if cycles else float("nan"),
+        cycle_median=median(cycles),
         total_per_target=total / len(job.spans),
         split="+".join(str(len(c)) for c in chains),
     )
@@ -241,13 +227,13 @@ def print_row(label: str, values: dict[str, float], split: str) -> None:
 
 
 def print_summary(measured: list[Figures], n_targets: int, cpu: CpuUse) -> None:
-    median = {name: statistics.median(getattr(f, name) for f in measured) for name, _ in COLUMNS}
-    print_row("median", median, "")
-    per_target = median["cycle_median"]
+    medians = {name: median(getattr(f, name) for f in measured) for name, _ in COLUMNS}
+    print_row("median", medians, "")
+    per_target = medians["cycle_median"]
     verdict = "within" if per_target <= AIM_MS else "OVER"
     print()
     print(f"per-target overhead (median cycle): {per_target:.1f} ms, {verdict} the {AIM_MS:.0f} ms aim")
-    wake, drain, total = median["wake"], median["drain"], median["total"]
+    wake, drain, total = medians["wake"], medians["drain"], medians["total"]
     print(
         f"submit -> finished ({n_targets} targets): {total:.0f} ms, of which cluster wake-up "
         f"{wake:.0f} ms ({wake / total:.0%}) and draining {drain:.0f} ms"

@@ -1,6 +1,6 @@
 """Benchmark: ``POST /v1/batch`` beside ``GET /healthz`` on PostgreSQL, through gunicorn.
 
-    .venv/bin/python bench/submit.py [--seconds 10] [--clients 16] [--targets 4] [--warmup 2]
+    .venv/bin/python -m bench.submit [--seconds 10] [--clients 16] [--targets 4] [--warmup 2]
 
 One command does everything: it recreates the ``sift_bench`` database on the local PostgreSQL,
 migrates it, issues one API key per client, starts gunicorn on a free loopback port with the
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import math
 import multiprocessing
 import os
 import re
@@ -46,13 +45,11 @@ from multiprocessing.synchronize import Barrier
 from pathlib import Path
 from typing import Any
 
-# Run as a script, bench/ comes first on the path; the repository goes ahead of it, for ``bench.*``.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from bench import harness
 from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, children, cores_by_group, process_cores
 from bench.harness import LOOPBACK, REPO
 from bench.postgres import SERVER, BenchDatabase, execute, server_settings
+from bench.stats import percentile
 
 BIN = Path(sys.executable).parent
 DATABASE = BenchDatabase("sift_bench")
@@ -115,7 +112,7 @@ class Row:
 
     @property
     def latencies(self) -> list[float]:
-        return sorted(x for c in self.clients for x in c.latencies)
+        return [x for c in self.clients for x in c.latencies]
 
     @property
     def statuses(self) -> Counter[int]:
@@ -403,13 +400,6 @@ def run_phase(phase: Phase, server: Server, keys: list[str], args: argparse.Name
 
 
 # --- report ----------------------------------------------------------------------------------
-
-
-def percentile(ordered: list[float], p: float) -> float:
-    """Nearest rank: the smallest value with at least ``p`` percent of the values at or below it."""
-    if not ordered:
-        return float("nan")
-    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
 def per_second(row: Row) -> list[int]:

@@ -1,18 +1,18 @@
 """Benchmark: a 32-target batch through the real cluster beside the same fetches made directly.
 
-    .venv/bin/python bench/batch.py [--runs 3] [--workers 2] [--trace]
+    .venv/bin/python -m bench.cluster_batch [--runs 3] [--workers 2] [--trace] [--data DIR]
 
-One command does everything. It serves 32 pages of the article-extraction data set
-(/work/shared/bench-data/article-extraction/html, decompressed in memory, never copied into the
-repository) as ``text/html`` from a threaded HTTP server on 127.0.0.1 in this process, recreates
-the ``sift_bench_batch`` database on the local PostgreSQL, migrates it, issues a fleet caller
-and starts ``manage.py qcluster`` on it with ``SIFT_BATCH_WORKERS=--workers``,
-``SIFT_FETCH_ALLOW_CIDRS=127.0.0.0/8`` and the production ``SIFT_BATCH_FETCH``
-(``batch.adapter.fetch_target``). Then, ``--runs`` times, alternately:
+One command does everything. It serves 32 pages of the article-extraction data set (in the
+bench-data directory, ``--data``, by default ``../shared/bench-data`` beside the repository;
+decompressed in memory, never copied into the repository) as ``text/html`` from a threaded HTTP
+server on 127.0.0.1 in this process, recreates the ``sift_bench_batch`` database on the local
+PostgreSQL, migrates it, issues a fleet caller and starts ``manage.py qcluster`` on it with
+``SIFT_BATCH_WORKERS=--workers``, ``SIFT_FETCH_ALLOW_CIDRS=127.0.0.0/8`` and the production
+``SIFT_BATCH_FETCH`` (``batch.adapter.fetch_target``). Then, ``--runs`` times, alternately:
 
 - ``direct``: the 32 URLs through ``batch.fetch.pipeline.fetch`` (cache, gate, guarded download,
   extraction) by ``--workers`` threads taking them in index order, in one process: a child of
-  this one (this file with ``--direct-lanes``), started once like the cluster, so that neither
+  this one (this module with ``--direct-lanes``), started once like the cluster, so that neither
   phase shares its process with the upstream server;
 - ``batch``: one 32-target job through ``batch.runner.submit``, timed from just before the
   submit until a poll of the job (every 20 ms) sees it finished; ``db`` is the job's own
@@ -20,7 +20,7 @@ and starts ``manage.py qcluster`` on it with ``SIFT_BATCH_WORKERS=--workers``,
 
 The document cache is kept out of the way, not switched off: each phase of each run fetches
 its own URLs (``/d1/...``, ``/b1/...``; distinct URLs are needed anyway, or the submit would
-answer the previous run's job, SPEC §3.2) and the cache table is emptied before each phase, so
+reuse the previous run's job, docs/api.md) and the cache table is emptied before each phase, so
 every lookup misses and every fetch stores its copy, in both phases, as in production. The
 upstream counts each phase's requests; a phase it did not serve 32 times stops the bench.
 
@@ -39,7 +39,6 @@ import gzip
 import itertools
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,24 +54,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-# Run as a script, bench/ comes first on the path; the repository goes ahead of it, for
-# ``bench.*`` and so that ``batch`` is the app, not this file.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench import harness
+from bench import data, harness
 from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group
 from bench.harness import LOOPBACK, REPO
 from bench.postgres import BenchDatabase, server_settings
+from bench.stats import median
 
 if TYPE_CHECKING:
     from batch.targets import Target
     from batch.worker import Caller, Result
 
-PAGES_DIR = Path("/work/shared/bench-data/article-extraction/html")
 N_TARGETS = 32
 DATABASE = BenchDatabase("sift_bench_batch")
 PRODUCTION_FETCH = "batch.adapter.fetch_target"
-TRACED_FETCH = "bench.batch.traced_fetch_target"
+MODULE = "bench.cluster_batch"
+TRACED_FETCH = f"{MODULE}.traced_fetch_target"
 # A cluster left behind by a run that was killed outright (SIGKILL, a crash) is stopped by the next.
 CLUSTER_PIDFILE = Path(tempfile.gettempdir()) / "sift-bench-batch.cluster.pid"
 AIM_RATIO = 1.3
@@ -86,11 +82,11 @@ STALL_SECONDS = 0.1
 # --- the upstream ----------------------------------------------------------------------------
 
 
-def load_pages(n: int) -> list[bytes]:
+def load_pages(articles: Path, n: int) -> list[bytes]:
     """The first ``n`` pages of the data set by file name (names are hashes: an arbitrary pick)."""
-    paths = sorted(PAGES_DIR.glob("*.html.gz"))[:n]
+    paths = sorted((articles / "html").glob("*.html.gz"))[:n]
     if len(paths) < n:
-        raise RuntimeError(f"{PAGES_DIR} holds {len(paths)} pages, {n} are needed")
+        raise RuntimeError(f"{articles / 'html'} holds {len(paths)} pages, {n} are needed")
     return [gzip.decompress(path.read_bytes()) for path in paths]
 
 
@@ -206,7 +202,7 @@ class DirectLanes:
     """
 
     def __init__(self, env: dict[str, str], log_path: Path, threads: int) -> None:
-        self.args = [sys.executable, "-X", "faulthandler", __file__, "--direct-lanes", str(threads)]
+        self.args = [sys.executable, "-X", "faulthandler", "-m", MODULE, "--direct-lanes", str(threads)]
         self.env = {**env, "LOG_LEVEL": "WARNING"}
         self.log_path = log_path
         self.process = self._start()
@@ -423,7 +419,7 @@ def trace_summary(targets: list[Any], created: float) -> str:
             steps["fetch"].append(ended - began)
             steps["store"].append(finished - ended)
         steps["gap"] += [after[0] - before[3] for before, after in itertools.pairwise(spans)]
-    medians = ", ".join(f"{name} {statistics.median(v) * 1000:.0f}" for name, v in steps.items() if v)
+    medians = ", ".join(f"{name} {median(v) * 1000:.0f}" for name, v in steps.items() if v)
     stalls = [gap for gap in steps["gap"] if gap >= STALL_SECONDS]
     split = "+".join(str(len(spans)) for spans in lanes.values())
     starts = "/".join(f"{(spans[0][0] - created) * 1000:.0f}" for spans in lanes.values())
@@ -460,7 +456,7 @@ def figures(phase: Phase, workers: int) -> Figures:
         wake=phase.wake,
         busy=busy,
         idle=(phase.db_total if phase.db_total is not None else phase.total) - busy,
-        fetch_p50=statistics.median(durations),
+        fetch_p50=median(durations),
         fetch_max=max(durations),
         **phase.cpu,
     )
@@ -500,7 +496,7 @@ def median_row(rows: Sequence[Figures]) -> dict[str, float | None]:
     medians: dict[str, float | None] = {}
     for name, _, _, _ in COLUMNS:
         values = [v for v in (getattr(row, name) for row in rows) if v is not None]
-        medians[name] = statistics.median(values) if values else None
+        medians[name] = median(values) if values else None
     return medians
 
 
@@ -528,9 +524,9 @@ def print_summary(phases: list[Phase], workers: int, crashes: list[str]) -> None
 
 def ratios(pairs: Sequence[tuple[Figures, Figures]]) -> tuple[float, float]:
     """Median batch time over median direct time, for submit -> finished and for the db times."""
-    direct = statistics.median(d.total for d, _ in pairs)
-    batch = statistics.median(b.total for _, b in pairs)
-    db = statistics.median(b.db for _, b in pairs if b.db is not None)
+    direct = median(d.total for d, _ in pairs)
+    batch = median(b.total for _, b in pairs)
+    db = median(b.db for _, b in pairs if b.db is not None)
     return batch / direct, db / direct
 
 
@@ -539,7 +535,7 @@ def print_warm_up(by_kind: dict[str, list[Figures]]) -> None:
         return
     parts = []
     for kind, rows in by_kind.items():
-        later = statistics.median(f.total for f in rows[1:])
+        later = median(f.total for f in rows[1:])
         parts.append(f"{kind} {rows[0].total:.2f} s vs {later:.2f} s ({rows[0].total - later:+.2f} s)")
     print("warm-up, first run vs median of later runs: " + "; ".join(parts))
 
@@ -557,8 +553,8 @@ def print_setup(pages: list[bytes], workers: int, fetch: str) -> None:
     sizes = sorted(len(page) for page in pages)
     print(f"PostgreSQL: {server_settings()}; CPUs: {os.cpu_count()}")
     print(
-        f"upstream: {len(pages)} pages of {PAGES_DIR.parent.name}, {sum(sizes) / 1e6:.1f} MB, "
-        f"{sizes[0] // 1000}-{sizes[-1] // 1000} kB (median {statistics.median(sizes) / 1000:.0f} kB)"
+        f"upstream: {len(pages)} pages of {data.ARTICLES}, {sum(sizes) / 1e6:.1f} MB, "
+        f"{sizes[0] // 1000}-{sizes[-1] // 1000} kB (median {median(sizes) / 1000:.0f} kB)"
     )
     print(
         f"direct: pipeline.fetch, {workers} threads in one process; batch: qcluster, "
@@ -595,8 +591,12 @@ def parse_args() -> argparse.Namespace:
         help="SIFT_BATCH_WORKERS of the cluster and threads of the direct phase (default 2)",
     )
     parser.add_argument("--trace", action="store_true", help="split each batch target into its steps")
+    data.add_argument(parser)
     parser.add_argument("--direct-lanes", type=int, default=0, help=argparse.SUPPRESS)
-    return parser.parse_args()
+    args = parser.parse_args()
+    if not args.direct_lanes:  # the lanes get their URLs from the bench, not the data set
+        args.articles = data.articles(parser, args.data)
+    return args
 
 
 def bench(args: argparse.Namespace) -> None:
@@ -610,7 +610,7 @@ def bench(args: argparse.Namespace) -> None:
 
 def measure(args: argparse.Namespace, workdir: Path) -> tuple[list[Phase], list[str]]:
     fetch = TRACED_FETCH if args.trace else PRODUCTION_FETCH
-    pages = load_pages(N_TARGETS)
+    pages = load_pages(args.articles, N_TARGETS)
     env = bench_env(args.workers, workdir / "metrics", fetch)
     (workdir / "metrics").mkdir()
     with harness.django_in_process(env):
