@@ -1,6 +1,6 @@
 """Benchmark: a ``fetch`` of a cached document through ``/mcp`` against ``GET /v1/fetch``.
 
-    .venv/bin/python bench/mcp.py [--calls 200] [--warmup 10]
+    .venv/bin/python -m bench.mcp_latency [--calls 200] [--warmup 10]
 
 One command does everything: a throwaway SQLite database in a temporary directory, one API key,
 a page served on 127.0.0.1, the Procfile's ``web`` and ``mcp`` lines started as written on free
@@ -27,7 +27,6 @@ import http.client
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,13 +38,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-# Run as a script, bench/ comes first on the path, where this file would shadow the SDK's ``mcp``
-# package: the repository takes its place, for ``bench.*``.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench import harness  # noqa: E402 - after the path is set
-from bench.harness import LOOPBACK, REPO  # noqa: E402
+from bench import harness, stats
+from bench.harness import LOOPBACK, REPO
 
 BIN = Path(sys.executable).parent
 PAGE = (
@@ -207,9 +201,9 @@ def sdk_mcp_calls(port: int, key: str, url: str, calls: int, warmup: int) -> tup
 
 
 def row(name: str, seconds: list[float], baseline: list[float] | None = None) -> str:
-    median = statistics.median(seconds) * 1000
-    p90 = statistics.quantiles(seconds, n=10)[-1] * 1000
-    ratio = f"{median / (statistics.median(baseline) * 1000):.2f}x" if baseline else "1.00x"
+    median = stats.median(seconds) * 1000
+    p90 = stats.percentile(seconds, 90) * 1000
+    ratio = f"{median / (stats.median(baseline) * 1000):.2f}x" if baseline else "1.00x"
     return f"{name:<40} {len(seconds):>5} {median:>9.2f} {p90:>9.2f} {ratio:>8}"
 
 
