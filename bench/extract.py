@@ -1,11 +1,12 @@
 """Benchmark sift's HTML path against trafilatura called directly, and score its text mode.
 
-Reads the article-extraction benchmark from /work/shared/bench-data/article-extraction/
-(gzipped HTML pages and ground-truth.json: {id: {"articleBody": ..., "url": ...}}; never
-copied into the repository) and prints pages/s and mean token F1 for:
+Reads the article-extraction benchmark from ``../shared/bench-data/article-extraction/`` next to
+the repository, or from ``--data DIR`` (gzipped HTML pages and ground-truth.json:
+{id: {"articleBody": ..., "url": ...}}; never copied into the repository) and prints pages/s
+and mean token F1 for:
 
-- sift markdown: ``extract(..., mode="markdown")`` (type sniffing, decoding, trafilatura,
-  title/language/canonical metadata, whole-page fallback, cleaning);
+- sift markdown: ``extract(..., mode="markdown")`` (type sniffing, decoding, trafilatura in a
+  sandbox child, title/language/canonical metadata, whole-page fallback, cleaning);
 - sift text: the same in ``text`` mode, scored against the ground truth;
 - trafilatura: ``trafilatura.extract(html_bytes)`` with its defaults, as a baseline.
 
@@ -35,7 +36,7 @@ import trafilatura
 from batch.fetch.extract import extract
 from batch.targets import TargetOptions
 
-DATA = Path("/work/shared/bench-data/article-extraction")
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data" / "article-extraction"
 _TOKEN = re.compile(r"\w+")
 
 

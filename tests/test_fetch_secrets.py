@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from batch.fetch import sandbox as sandbox_module
 from batch.fetch.errors import FetchError
 from batch.fetch.json_text import json_text
 from batch.fetch.sandbox import Sandbox
-from batch.fetch.sandbox_child import MODULES_REFUSED, jq_without_modules
+from batch.fetch.sandbox_child import MODULES_REFUSED, compile_jq, jq_without_modules
 
 SECRET = "sift-test-secret-key-7f3a9c"
 DB_PASSWORD = "db-password-91c2e4"
@@ -151,6 +152,21 @@ def test_a_jq_program_with_a_module_is_invalid_request_naming_modules(
     assert caught.value.outcome == "invalid_request"
     assert MODULES_REFUSED in caught.value.message
     assert_no_marker(caught.value.message, caught.value.hint)
+
+
+def test_compiling_a_program_with_a_module_reads_no_file_and_names_no_path(module_folder: Path) -> None:
+    for program in module_programs(module_folder):
+        with pytest.raises(ValueError, match=re.escape(MODULES_REFUSED)) as caught:
+            compile_jq(program)
+
+        assert str(caught.value) == MODULES_REFUSED
+
+
+def test_compile_errors_of_programs_without_modules_are_jq_s_own() -> None:
+    with pytest.raises(ValueError, match="is not defined at <top-level>, line 1, column 1:"):
+        compile_jq("$__prog_args")
+    with pytest.raises(ValueError, match="syntax error"):
+        compile_jq(".[")
 
 
 @pytest.mark.parametrize(

@@ -56,10 +56,38 @@ def jq_without_modules(program: str) -> str:
     """``program`` as a jq program that behaves the same but cannot import or include modules.
 
     It fails to compile where ``program`` starts with an ``import``, ``include`` or ``module``
-    directive; compile this, never the bare program, wherever a program from a caller is
-    compiled (validation included: compiling alone reads the modules and can quote them).
+    directive; compile this (or use ``compile_jq``), never the bare program, wherever a program
+    from a caller is compiled: compiling alone already reads the modules (validation included),
+    and its errors tell which files exist and where they fail to parse.
     """
     return _JQ_WRAPPER.format(program=program)
+
+
+def compile_jq(program: str) -> Any:
+    """``program`` compiled by jq so that it cannot load modules (``jq_without_modules``).
+
+    Raises ``ValueError`` with one line: ``MODULES_REFUSED`` for a module directive, else jq's
+    own first line about the program.
+    """
+    import jq  # noqa: PLC0415 — the child imports it at start-up; callers outside have it too
+
+    try:
+        return jq.compile(jq_without_modules(program))
+    except ValueError as exc:
+        message = _first_line(exc)
+    if _MODULE_DIRECTIVE.search(message):
+        raise ValueError(MODULES_REFUSED)
+    # A directive would have been the first token, and the parser's first complaint: the bare
+    # program has none, so compiling it reads no file, and its message has its own columns.
+    try:
+        jq.compile(program)
+    except ValueError as exc:
+        message = _first_line(exc)
+    raise ValueError(message)
+
+
+def _first_line(exc: ValueError) -> str:
+    return str(exc).splitlines()[0] if str(exc) else "jq does not compile"
 
 
 def read_frame(stream: BinaryIO) -> bytes | None:
@@ -126,17 +154,12 @@ def pdf_text(header: dict[str, Any], payload: bytes) -> Reply:
 
 def json_view(header: dict[str, Any], payload: bytes) -> Reply:
     """Every output of the jq program (``.`` by default), pretty-printed, one after another."""
-    import jq  # noqa: PLC0415 — imported at start-up by main(); here for mypy
-
     program = header.get("program") or "."
     budget = int(header["max_chars"])
     try:
-        compiled = jq.compile(jq_without_modules(program))
+        compiled = compile_jq(program)
     except ValueError as exc:
-        message = str(exc).splitlines()[0] if str(exc) else "jq does not compile"
-        if _MODULE_DIRECTIVE.search(message):
-            message = MODULES_REFUSED
-        return {"error": "jq_error", "message": message[:500]}, ""
+        return {"error": "jq_error", "message": str(exc)[:500]}, ""
     outputs: list[str] = []
     used = 0
     try:
