@@ -18,6 +18,9 @@ from typing import Any
 import jq
 import pytest
 from django.db import connection
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from batch.fetch import sandbox as sandbox_module
 from batch.fetch.errors import FetchError
@@ -192,6 +195,54 @@ def test_a_program_without_modules_gives_the_same_outputs_inside_the_wrapper(pro
     bare = jq.compile(program).input_text(DOCUMENT.decode()).all()
 
     assert jq.compile(jq_without_modules(program)).input_text(DOCUMENT.decode()).all() == bare
+
+
+# Text around a directive: comments (continued or not), blank lines, strings, backslashes.
+_JUNK = st.lists(st.sampled_from([*'# \n\t\\";.x$()', "include", "import", "def f: .;"])).map("".join)
+
+
+@hypothesis_settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(before=_JUNK, after=_JUNK)
+def test_no_text_around_a_directive_lets_the_wrapped_program_load_a_module(
+    module_folder: Path, before: str, after: str
+) -> None:
+    # broken.jq does not compile: had jq opened it, the error would name it and quote its line.
+    program = f'{before}include "broken" {{search: "{module_folder}"}};{after}'
+    try:
+        jq.compile(jq_without_modules(program))
+        message = ""
+    except ValueError as exc:
+        message = str(exc)
+
+    assert "broken.jq" not in message  # the program says "broken"; only a load names the file
+    assert MARKER not in message
+
+
+_STEPS = st.sampled_from(
+    [".", ".items", ".items[0]", "length", "keys?", "map(. * 2)?", ".[]?", "select(. != null)", "tostring"]
+)
+
+
+@hypothesis_settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(_STEPS, min_size=1, max_size=4),
+    lead=st.sampled_from(["", "# lead\n", "\n\n", "def id2: .; "]),
+    trail=st.sampled_from(["", " # trail", " # trail \\", "\n", " # a\n# b \\\\"]),
+)
+def test_any_program_without_modules_gives_the_same_outputs_inside_the_wrapper(
+    steps: list[str], lead: str, trail: str
+) -> None:
+    program = lead + " | ".join(steps) + trail
+
+    def outputs(text: str) -> Any:
+        try:
+            return jq.compile(text).input_text(DOCUMENT.decode()).all()
+        except ValueError as exc:
+            return ("error", str(exc).splitlines()[-1] if "compile" in str(exc) else str(exc))
+
+    assert outputs(jq_without_modules(program)) == outputs(program)
 
 
 @pytest.mark.django_db
