@@ -150,3 +150,23 @@ def test_html_text_over_the_limit_is_too_long_without_shipping_it_back() -> None
 
     assert caught.value.outcome == "too_long"
     assert "over the limit of 100" in caught.value.message
+
+
+def test_html_text_over_the_narrowing_budget_is_too_long_with_the_hint_to_grep_the_raw_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(extract_module, "NARROWABLE_CHARS", 200)
+
+    with pytest.raises(FetchError) as caught:
+        html(ARTICLE)
+
+    assert caught.value.outcome == "too_long"
+    assert 'mode "raw"' in caught.value.hint
+    raw = extract(
+        ARTICLE.encode(),
+        declared_type="text/html",
+        charset=None,
+        url=URL,
+        options=TargetOptions(mode="raw", grep="<h1>"),
+    )
+    assert raw.matches == 1

@@ -187,10 +187,12 @@ def _read_html(text: str, typed: str, *, url: str, markdown: bool, budget: int) 
         max_reply_bytes=budget * 4 + 1024,
     )
     if reply.get("error") == "too_long":
+        # Over the budget before narrowing, grep on the text cannot help, grep on the markup can.
+        raw_hint = 'Fetch it with mode "raw" and narrow the markup with grep.'
         raise FetchError(
             "too_long",
             f"the text is {int(reply['chars'])} characters, over the limit of {budget}",
-            NARROW_HINT,
+            raw_hint if budget >= NARROWABLE_CHARS else NARROW_HINT,
         )
     title = clean_text(str(reply["title"])) if reply.get("title") else None
     lang, canonical_url = reply.get("lang"), reply.get("canonical_url")
