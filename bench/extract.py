@@ -5,8 +5,8 @@ Reads the article-extraction benchmark from the bench-data directory (``--data``
 {"articleBody": ..., "url": ...}}; never copied into the repository) and prints pages/s and mean
 token F1 for:
 
-- sift markdown: ``extract(..., mode="markdown")`` (type sniffing, decoding, trafilatura,
-  title/language/canonical metadata, whole-page fallback, cleaning);
+- sift markdown: ``extract(..., mode="markdown")`` (type sniffing, decoding, trafilatura in a
+  sandbox child, title/language/canonical metadata, whole-page fallback, cleaning);
 - sift text: the same in ``text`` mode, scored against the ground truth;
 - trafilatura: ``trafilatura.extract(html_bytes)`` with its defaults, as a baseline.
 

@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -171,6 +172,24 @@ def test_pdfs_are_read_from_inside_a_daemonic_multiprocessing_worker_with_its_ow
     assert (status, content) == ("ok", "## Page 2\n\nsecond")
     assert worker_child != parent_child
     assert ping(get_sandbox()) == parent_child  # the fork did not disturb the parent's child
+
+
+def test_a_child_that_dies_before_it_is_ready_is_internal_and_frees_its_place(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken_child.py"
+    broken.write_text("raise SystemExit(2)\n")
+    pool = Sandbox(children=1)
+    try:
+        monkeypatch.setattr(sandbox_module, "CHILD_SCRIPT", broken)
+        with pytest.raises(FetchError) as caught:
+            ping(pool)
+        assert caught.value.outcome == "internal"
+
+        monkeypatch.undo()
+        assert ping(pool) > 0  # the one place in the pool was given back
+    finally:
+        pool.close()
 
 
 def test_shutdown_stops_the_idle_children_of_this_process() -> None:

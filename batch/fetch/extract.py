@@ -1,8 +1,9 @@
-"""Downloaded bytes → agent-ready text (SPEC §5.3), narrowed as the options ask (§5.4).
+"""Downloaded bytes → agent-ready text, narrowed as the options ask (docs/fetch-content.md).
 
 ``extract`` is the one entry point: it decides what the body is, turns it into text (HTML main
 content, PDF pages, pretty JSON or a jq view, plain text), applies ``grep`` and ``question``,
-enforces ``FETCH_MAX_CHARS`` and cleans what it returns. It raises only ``FetchError``.
+enforces ``FETCH_MAX_CHARS`` and cleans what it returns. It raises only ``FetchError``. HTML,
+PDF and JSON are parsed in the sandbox's limited children, never in this process.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 from django.conf import settings
 
 from batch.fetch.errors import FetchError
-from batch.fetch.html_text import html_text
 from batch.fetch.json_text import NotJson, json_text
 from batch.fetch.narrow import narrow
 from batch.fetch.pdf_text import pdf_text
+from batch.fetch.sandbox import get_sandbox
 from batch.fetch.sniff import (
     HTML_TYPES,
     UNSUPPORTED_HINT,
@@ -39,11 +40,19 @@ DEFAULT_MEDIA_TYPES = {
 NARROW_HINT = (
     "Narrow it: pages for a PDF, grep for matching lines, question for the relevant passages, jq for JSON."
 )
+# CPU seconds HTML extraction may take in the sandbox: a base, and more for a bigger page
+# (a 20 MiB page takes a few seconds; a budget well above that still ends a pathological one).
+HTML_CPU_SECONDS = 10.0
+HTML_CPU_SECONDS_PER_MIB = 1.0
+HTML_TIME_HINT = (
+    'The page is too heavy to extract: fetch it with mode "raw" and narrow with grep, '
+    "or look for a lighter version of it (a print view, a feed, an API)."
+)
 
 
 @dataclass(frozen=True)
 class Extracted:
-    """The content of one document, and the envelope fields that describe it (SPEC §5.7).
+    """The content of one document, and the envelope fields that describe it (docs/api.md).
 
     ``kind`` is what sift read the body as (html, pdf, json, text) and ``media_type`` the type
     that goes with it, which differs from the declared one when the bytes said otherwise.
@@ -157,12 +166,44 @@ def _read(
         typed = declared if declared in HTML_TYPES else DEFAULT_MEDIA_TYPES["html"]
         if raw:
             return Extracted(text, "html", typed)
-        page = html_text(text, url=url, markdown=options.mode == "markdown")
-        title = clean_text(page.title) if page.title else None
-        return Extracted(clean_text(page.content), "html", typed, title, page.lang, page.canonical_url)
+        return _read_html(text, typed, url=url, markdown=options.mode == "markdown", budget=budget)
     if options.jq is not None or (kind == "json" and not raw):
         return _read_json(text, kind, declared, options, budget)
     return Extracted(text, kind, declared or DEFAULT_MEDIA_TYPES[kind])
+
+
+def _read_html(text: str, typed: str, *, url: str, markdown: bool, budget: int) -> Extracted:
+    """Main content and metadata of a decoded page, extracted in a sandbox child."""
+    payload = text.encode("utf-8", "replace")
+    cpu_seconds = HTML_CPU_SECONDS + HTML_CPU_SECONDS_PER_MIB * len(payload) / (1 << 20)
+    reply, data = get_sandbox().run(
+        "html",
+        {"url": url, "markdown": markdown, "max_chars": budget},
+        payload,
+        cpu_seconds=cpu_seconds,
+        wall_seconds=cpu_seconds * 1.5 + 2,
+        subject="the HTML extractor",
+        hint=HTML_TIME_HINT,
+        max_reply_bytes=budget * 4 + 1024,
+    )
+    if reply.get("error") == "too_long":
+        # Over the budget before narrowing, grep on the text cannot help, grep on the markup can.
+        raw_hint = 'Fetch it with mode "raw" and narrow the markup with grep.'
+        raise FetchError(
+            "too_long",
+            f"the text is {int(reply['chars'])} characters, over the limit of {budget}",
+            raw_hint if budget >= NARROWABLE_CHARS else NARROW_HINT,
+        )
+    title = clean_text(str(reply["title"])) if reply.get("title") else None
+    lang, canonical_url = reply.get("lang"), reply.get("canonical_url")
+    return Extracted(
+        clean_text(data.decode("utf-8", "replace")),
+        "html",
+        typed,
+        title,
+        str(lang) if lang else None,
+        str(canonical_url) if canonical_url else None,
+    )
 
 
 def _read_json(text: str, kind: str, declared: str, options: TargetOptions, budget: int) -> Extracted:

@@ -1,9 +1,14 @@
 """The main content of an HTML page as Markdown or plain text, with its title, language and
-canonical URL (SPEC §5.3).
+canonical URL.
 
 trafilatura finds the main content; when it finds none, or only a scrap of a page that holds
 much more text (an index, a form, an app shell), the whole page is flattened instead, so the
 agent still gets the text it asked for.
+
+The service runs this module inside the sandbox child (``extract`` sends the page there), so a
+hostile page costs a limited child its memory and CPU, not a web or worker process. The child
+loads this file by path, so it imports nothing but the standard library, lxml and trafilatura.
+``html_text`` stays callable in-process for benchmarks and tests.
 """
 
 from __future__ import annotations
@@ -43,8 +48,8 @@ _BLOCKS = frozenset(
 )  # fmt: skip
 _CELLS = frozenset({"td", "th"})
 # trafilatura is not thread-safe: two threads extracting at once in one process can corrupt the
-# heap and abort it ("double free or corruption"; adbar/trafilatura#840, #925). gunicorn's gthread
-# workers serve /v1/fetch from several threads, so calls into it take turns within a process.
+# heap and abort it ("double free or corruption"; adbar/trafilatura#840, #925). A sandbox child
+# is single-threaded; an in-process caller with threads (a benchmark, a test) takes turns.
 TRAFILATURA_LOCK = threading.Lock()
 
 
@@ -74,7 +79,7 @@ def _element_count(tree: lxml.html.HtmlElement, stop: int) -> int:
 
 def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
     # The URL is deliberately not given to trafilatura: it would write it into its log lines,
-    # and sift's logs never carry a URL (SPEC §6).
+    # and sift's logs never carry a URL (docs/metrics.md).
     with TRAFILATURA_LOCK:
         content = trafilatura.extract(
             tree,

@@ -1,4 +1,4 @@
-"""The text of a PDF's pages, read by PDFium inside the sandbox (SPEC §5.3)."""
+"""The text of a PDF's pages, read by PDFium inside the sandbox."""
 
 from __future__ import annotations
 

@@ -1,11 +1,14 @@
-"""Warm, resource-limited child processes for the parsers that read untrusted bytes (SPEC §5.3).
+"""Warm, resource-limited child processes for the parsers that read untrusted bytes.
 
-PDF text and jq run in ``sandbox_child.py``, started with ``subprocess`` rather than
-``multiprocessing`` (django-q2 workers are daemonic multiprocessing children, which may not
-create multiprocessing children of their own) and kept warm between calls. Each child limits
-itself with ``RLIMIT_AS`` and a per-request ``RLIMIT_CPU``; the parent enforces a wall deadline
-over the pipes and kills a child that misses it. Whatever a child does (loops, aborts,
-segfaults, floods its pipe) the caller gets a ``FetchError`` and the next call a fresh child.
+PDF text, jq and HTML extraction run in ``sandbox_child.py``, started with ``subprocess`` rather
+than ``multiprocessing`` (django-q2 workers are daemonic multiprocessing children, which may not
+create multiprocessing children of their own) and kept warm between calls. A child inherits
+nothing it does not need: an empty environment (no ``SECRET_KEY``, no ``DATABASE_URL``), Python's
+isolated mode, ``/`` as its working directory, and no file descriptor but its pipes (so no
+database connection). Each child limits itself with ``RLIMIT_AS`` and a per-request
+``RLIMIT_CPU``; the parent enforces a wall deadline over the pipes and kills a child that misses
+it. Whatever a child does (loops, aborts, segfaults, floods its pipe) the caller gets a
+``FetchError`` and the next call a fresh child.
 
 One ``Sandbox`` per process, shared by its threads; a process forked from one that already had
 children (gunicorn with ``--preload``, django-q2 workers) starts with none of its own.
@@ -31,12 +34,18 @@ from batch.fetch.errors import FetchError
 
 logger = logging.getLogger(__name__)
 
-# Children per process. Two keeps a gthread worker responsive while one child chews a PDF.
-SANDBOX_CHILDREN = 2
+# Children per process, at most: one per core (PDF, jq and HTML are CPU-bound, and more would
+# only share the cores), at least two so that a gthread worker stays responsive while one child
+# chews a big document. Children start on demand, so a worker serving one target at a time
+# starts one.
+SANDBOX_CHILDREN = min(8, max(2, len(os.sched_getaffinity(0))))
 # Address-space limit of a child: PDFium and jq abort when an allocation fails under it.
 SANDBOX_MEMORY_BYTES = 1 << 30
 # A child serves this many requests, then is replaced, so leaks in the parsers stay bounded.
 SANDBOX_REQUESTS_PER_CHILD = 200
+# A new child imports PDFium, jq and trafilatura before it serves anything (about a second, more
+# on a busy machine); that wait is not charged to the first request's wall budget.
+SANDBOX_START_SECONDS = 30.0
 MAX_REPLY_HEADER_BYTES = 64 << 10
 
 CHILD_SCRIPT = Path(__file__).with_name("sandbox_child.py")
@@ -59,11 +68,16 @@ class _Child:
     """One warm child and its two pipes, used by one thread at a time."""
 
     def __init__(self, memory_bytes: int) -> None:
+        # -I: no PYTHON* variables, no user site, no script folder on sys.path. env={}: nothing of
+        # this process's environment. close_fds: only the three standard descriptors survive.
         self.proc = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
-            [sys.executable, "-P", str(CHILD_SCRIPT), str(memory_bytes)],
+            [sys.executable, "-I", str(CHILD_SCRIPT), str(memory_bytes)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            env={},
+            cwd="/",
+            close_fds=True,
             start_new_session=True,
         )
         assert self.proc.stdin is not None
@@ -77,6 +91,10 @@ class _Child:
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def wait_ready(self, deadline: float) -> None:
+        """Wait for the frame the child sends once its imports and limits are in place."""
+        self._read_frame(deadline, MAX_REPLY_HEADER_BYTES)
 
     def exchange(self, header: bytes, payload: bytes, deadline: float, max_reply: int) -> tuple[bytes, bytes]:
         self.requests += 1
@@ -238,16 +256,24 @@ class Sandbox:
                         "Retry in a few seconds.",
                         retry_after=5,
                     )
+        child = self._start()
+        with self._cond:
+            self._children.add(child)
+        return child
+
+    def _start(self) -> _Child:
+        child: _Child | None = None
         try:
             child = _Child(self.memory_bytes)
-        except OSError as exc:
+            child.wait_ready(time.monotonic() + SANDBOX_START_SECONDS)
+        except (OSError, _ChildTimedOut, _ChildEnded, _ChildMisbehaved) as exc:
+            if child is not None:
+                child.stop()
             self._release(None, reusable=False)
-            logger.error("cannot start a sandbox child: %s", exc)
+            logger.error("cannot start a sandbox child: %r", exc)
             raise FetchError(
                 "internal", "cannot start a document parser", "Retry later; this is a fault in sift."
             ) from None
-        with self._cond:
-            self._children.add(child)
         return child
 
     def _release(self, child: _Child | None, reusable: bool) -> None:

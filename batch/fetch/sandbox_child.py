@@ -1,9 +1,11 @@
-"""The sandbox's child process: PDF text and jq, run on untrusted bytes under resource limits.
+"""The sandbox's child process: PDF text, jq and HTML extraction on untrusted bytes, under limits.
 
-``batch.fetch.sandbox`` starts this file as a script (``python -P sandbox_child.py MEMORY``) and
-keeps it warm. It imports nothing from sift, so that a hostile document never runs next to
-Django or a database connection, and it speaks a tiny protocol on its own pipes:
+``batch.fetch.sandbox`` starts this file as a script (``python -I sandbox_child.py MEMORY``, with
+an empty environment, ``/`` as its working directory and no file descriptor but its pipes) and
+keeps it warm. It imports nothing from Django, so a hostile document never runs next to a
+database connection or the server's settings, and it speaks a tiny protocol on its own pipes:
 
+    ready    = frame(JSON header)                      (once, after start-up)
     request  = frame(JSON header) + frame(payload bytes)
     reply    = frame(JSON header) + frame(UTF-8 text)
     frame    = 4-byte big-endian length + bytes
@@ -12,28 +14,80 @@ The header of a request names an ``op`` and its arguments, including ``cpu_secon
 each request the soft ``RLIMIT_CPU`` is moved to the CPU time already used plus that budget, so
 a warm child is limited per request, not over its lifetime. A runaway ends with SIGXCPU; an
 allocation over ``RLIMIT_AS`` ends with ``MemoryError`` (reported, then the child exits) or with
-an abort inside PDFium or jq. The parent tells these apart by how the child ended.
+an abort inside PDFium, jq or libxml2. The parent tells these apart by how the child ended.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import re
 import resource
 import struct
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any, BinaryIO
 
 _LENGTH = struct.Struct(">I")
 MAX_REQUEST_FRAME = 64 << 20
+# jq reads modules (``import "x" as $x {search: "/etc"};`` loads any ``x.json`` or ``x.jq``
+# it can open) only in directives at the very top of a program. Inside a definition a directive
+# is a syntax error, so a program compiled as the body of this wrapper can never load a file,
+# whatever its comments and strings look like. The body starts on the wrapper's first line so
+# that ``$__loc__`` and error positions keep their line numbers; the closing line stands apart,
+# after an empty line, so that a comment on the program's last line (even one continued by a
+# trailing backslash) cannot swallow it.
+_JQ_WRAPPER = "def __sift_program__: {program}\n\n; __sift_program__"
+MODULES_REFUSED = "jq modules (import, include, module) are not available"
+_MODULE_DIRECTIVE = re.compile(r"unexpected (?:import|include|module)\b")
 
 Reply = tuple[dict[str, Any], str]
 
 
 class _OutputTooLong(Exception):
     pass
+
+
+def jq_without_modules(program: str) -> str:
+    """``program`` as a jq program that behaves the same but cannot import or include modules.
+
+    It fails to compile where ``program`` starts with an ``import``, ``include`` or ``module``
+    directive; compile this (or use ``compile_jq``), never the bare program, wherever a program
+    from a caller is compiled: compiling alone already reads the modules (validation included),
+    and its errors tell which files exist and where they fail to parse.
+    """
+    return _JQ_WRAPPER.format(program=program)
+
+
+def compile_jq(program: str) -> Any:
+    """``program`` compiled by jq so that it cannot load modules (``jq_without_modules``).
+
+    Raises ``ValueError`` with one line: ``MODULES_REFUSED`` for a module directive, else jq's
+    own first line about the program.
+    """
+    import jq  # noqa: PLC0415 — the child imports it at start-up; callers outside have it too
+
+    try:
+        return jq.compile(jq_without_modules(program))
+    except ValueError as exc:
+        message = _first_line(exc)
+    if _MODULE_DIRECTIVE.search(message):
+        raise ValueError(MODULES_REFUSED)
+    # A directive would have been the first token, and the parser's first complaint: the bare
+    # program has none, so compiling it reads no file, and its message has its own columns.
+    try:
+        jq.compile(program)
+    except ValueError as exc:
+        message = _first_line(exc)
+    raise ValueError(message)
+
+
+def _first_line(exc: ValueError) -> str:
+    return str(exc).splitlines()[0] if str(exc) else "jq does not compile"
 
 
 def read_frame(stream: BinaryIO) -> bytes | None:
@@ -100,14 +154,16 @@ def pdf_text(header: dict[str, Any], payload: bytes) -> Reply:
 
 def json_view(header: dict[str, Any], payload: bytes) -> Reply:
     """Every output of the jq program (``.`` by default), pretty-printed, one after another."""
-    import jq  # noqa: PLC0415 — imported at start-up by main(); here for mypy
-
     program = header.get("program") or "."
     budget = int(header["max_chars"])
+    try:
+        compiled = compile_jq(program)
+    except ValueError as exc:
+        return {"error": "jq_error", "message": str(exc)[:500]}, ""
     outputs: list[str] = []
     used = 0
     try:
-        for value in jq.compile(program).input_text(payload.decode("utf-8", "replace")):
+        for value in compiled.input_text(payload.decode("utf-8", "replace")):
             outputs.append(json.dumps(value, indent=2, ensure_ascii=False))
             used += len(outputs[-1]) + 1
             if used > budget:
@@ -121,13 +177,47 @@ def json_view(header: dict[str, Any], payload: bytes) -> Reply:
     return {"outputs": len(outputs)}, "\n".join(outputs)
 
 
+def _html_module() -> ModuleType:
+    """``html_text.py`` from this folder, loaded by path: ``-I`` keeps sift off ``sys.path``."""
+    name = "sift_html_text"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("html_text.py"))
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def html_page(header: dict[str, Any], payload: bytes) -> Reply:
+    """Main content of an HTML page (UTF-8 payload), with its title, language and canonical URL."""
+    page = _html_module().html_text(
+        payload.decode("utf-8", "replace"), url=str(header["url"]), markdown=bool(header["markdown"])
+    )
+    budget = int(header["max_chars"])
+    if len(page.content) > budget:
+        return {"error": "too_long", "chars": len(page.content), "limit": budget}, ""
+    meta = {"title": page.title, "lang": page.lang, "canonical_url": page.canonical_url}
+    return meta, page.content
+
+
 def _ping(header: dict[str, Any], payload: bytes) -> Reply:
-    return {"pid": os.getpid()}, ""
+    """The child's process id and what it inherited (open descriptors, working directory)."""
+    descriptors: dict[str, str] = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            descriptors[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the descriptor listdir itself used, closed by now
+    return {"pid": os.getpid(), "fds": descriptors, "cwd": os.getcwd()}, ""
 
 
 OPS: dict[str, Callable[[dict[str, Any], bytes], Reply]] = {
     "pdf": pdf_text,
     "json": json_view,
+    "html": html_page,
     "ping": _ping,
 }
 
@@ -152,7 +242,9 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
             reply, text = OPS[header["op"]](header, payload)
         except MemoryError:
             reply, text, exit_after = {"error": "memory"}, "", True
+        del payload
         data = text.encode("utf-8", "replace")
+        del text
         write_frame(replies, json.dumps(reply).encode())
         write_frame(replies, data)
         replies.flush()
@@ -166,11 +258,17 @@ def main() -> None:
     import jq  # noqa: F401, PLC0415
     import pypdfium2  # noqa: F401, PLC0415
 
+    _html_module()
+    # Started with an empty environment; Python itself may add LC_CTYPE (locale coercion).
+    # jq's $ENV and env read this process's environment: leave nothing in it.
+    os.environ.clear()
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # The protocol owns the original stdout; anything a C library prints goes to stderr instead.
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    write_frame(replies, json.dumps({"ready": os.getpid()}).encode())
+    replies.flush()
     _serve(sys.stdin.buffer, replies)
 
 

@@ -1,0 +1,172 @@
+"""HTML extraction is bounded like the other children: a huge or heavy page costs a sandbox child
+its limits, never the memory or the time of a web or worker process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from batch.fetch import extract as extract_module
+from batch.fetch import sandbox as sandbox_module
+from batch.fetch.errors import FetchError
+from batch.fetch.extract import HTML_TIME_HINT, extract
+from batch.fetch.sandbox import Sandbox
+from batch.targets import TargetOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+URL = "https://news.example/big"
+PEAK_LIMIT_BYTES = 300_000_000
+ARTICLE = (
+    "<html lang='en'><head><title>Tides</title></head><body><article><h1>Tides</h1>"
+    + "<p>Tides are the rise and fall of the sea, caused by the Moon and the Sun together.</p>" * 12
+    + "</article></body></html>"
+)
+
+# Run in a fresh interpreter, so that its peak RSS is this one extraction's and nothing else's.
+MEASURE = """
+import json, os, resource, sys
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
+import django
+django.setup()
+from batch.fetch.extract import extract
+from batch.targets import TargetOptions
+
+post = (
+    "<div class='post' id='p{n}'><h2><a class='title' href='/posts/{n}'>Harbour notes {n}</a></h2>"
+    "<p class='body'>The ferry left at dawn and the keeper logged the weather and the tide.</p>"
+    "<ul class='tags'><li><a href='/tags/harbour'>harbour</a></li>"
+    "<li><a href='/tags/weather'>weather</a></li></ul></div>\\n"
+)
+parts = ["<!DOCTYPE html><html lang='en'><head><title>Big page</title></head><body><main>"]
+size, n = len(parts[0]), 0
+while size < 20 << 20:
+    parts.append(post.format(n=n))
+    size += len(parts[-1])
+    n += 1
+    if n == 40_000:
+        parts.append("<p>The keeper's log ends here.</p>")
+parts.append("</main></body></html>")
+body = "".join(parts).encode()
+del parts
+result = extract(body, declared_type="text/html", charset=None, url="https://bench.example/",
+                 options=TargetOptions(grep="log ends"))
+print(json.dumps({
+    "bytes": len(body),
+    "content": result.content,
+    "title": result.title,
+    "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    "trafilatura_loaded": "trafilatura" in sys.modules or "lxml.html" in sys.modules,
+}))
+"""
+
+
+def test_a_20_mib_page_never_grows_the_extracting_process_past_300_mb() -> None:
+    finished = subprocess.run(
+        [sys.executable, "-c", MEASURE], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    figures = json.loads(finished.stdout.splitlines()[-1])
+
+    assert figures["bytes"] >= 20 << 20
+    assert figures["title"] == "Big page"
+    assert figures["content"].endswith(": The keeper's log ends here.")
+    assert figures["trafilatura_loaded"] is False  # the page was parsed in a child
+    assert figures["peak_kib"] * 1024 < PEAK_LIMIT_BYTES, figures["peak_kib"]
+
+
+def many_paragraphs(count: int) -> str:
+    """Just under the element count where the whole page is flattened: trafilatura's slowest."""
+    paragraphs = "".join(
+        f"<p>Paragraph {n} about the harbour, the ferry and the tide.</p>" for n in range(count)
+    )
+    return f"<html><body><article>{paragraphs}</article></body></html>"
+
+
+@pytest.fixture
+def small_sandbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
+    """This process's sandbox, with one child limited to 160 MiB of address space."""
+    pool = Sandbox(children=1, memory_bytes=160 << 20)
+    monkeypatch.setattr(sandbox_module, "_instance", pool)
+    yield pool
+    pool.close()
+
+
+def html(body: str) -> str:
+    return extract(
+        body.encode(),
+        declared_type="text/html",
+        charset=None,
+        url=URL,
+        options=TargetOptions(grep="Tides|harbour"),
+    ).content
+
+
+def test_a_page_that_outruns_the_childs_cpu_budget_ends_filter_timeout_and_the_next_page_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(extract_module, "HTML_CPU_SECONDS", 0.2)
+    monkeypatch.setattr(extract_module, "HTML_CPU_SECONDS_PER_MIB", 0.0)
+
+    with pytest.raises(FetchError) as caught:
+        html(many_paragraphs(45_000))
+
+    assert caught.value.outcome == "filter_timeout"
+    assert caught.value.http_status == 422
+    assert caught.value.message.startswith("the HTML extractor ")
+    assert caught.value.hint == HTML_TIME_HINT
+    monkeypatch.undo()
+    assert "1: # Tides" in html(ARTICLE)
+
+
+def test_a_page_that_exhausts_the_childs_memory_ends_filter_timeout_and_the_next_page_is_read(
+    small_sandbox: Sandbox,
+) -> None:
+    huge = "<html><body>" + "<div><p>The harbour at night.</p></div>" * 600_000 + "</body></html>"
+
+    with pytest.raises(FetchError) as caught:
+        html(huge)
+
+    assert caught.value.outcome == "filter_timeout"
+    assert "memory" in caught.value.message
+    assert caught.value.hint == HTML_TIME_HINT
+    assert "1: # Tides" in html(ARTICLE)
+
+
+def test_html_text_over_the_limit_is_too_long_without_shipping_it_back() -> None:
+    with pytest.raises(FetchError) as caught:
+        extract(
+            ARTICLE.encode(),
+            declared_type="text/html",
+            charset=None,
+            url=URL,
+            options=TargetOptions(),
+            max_chars=100,
+        )
+
+    assert caught.value.outcome == "too_long"
+    assert "over the limit of 100" in caught.value.message
+
+
+def test_html_text_over_the_narrowing_budget_is_too_long_with_the_hint_to_grep_the_raw_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(extract_module, "NARROWABLE_CHARS", 200)
+
+    with pytest.raises(FetchError) as caught:
+        html(ARTICLE)
+
+    assert caught.value.outcome == "too_long"
+    assert 'mode "raw"' in caught.value.hint
+    raw = extract(
+        ARTICLE.encode(),
+        declared_type="text/html",
+        charset=None,
+        url=URL,
+        options=TargetOptions(mode="raw", grep="<h1>"),
+    )
+    assert raw.matches == 1
