@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from batch.fetch import cache, client, gate, headers, metrics
+from batch.fetch import cache, client, gate, headers, metrics, sandbox
 from batch.fetch.errors import FetchError
 from batch.fetch.extract import extract
 from batch.fetch.models import CachedDocument
@@ -22,6 +22,10 @@ from batch.targets import Target
 
 # Failures after which `recover: true` serves the last copy (SPEC §5.6).
 RECOVERABLE = frozenset({"timeout", "upstream_5xx"})
+# Extraction ends by the fetch deadline counted from the start of the request, or this long after
+# the download, whichever is later: a download that used the whole deadline still leaves the
+# parsers a few seconds, and a hostile document never holds the answer much past the deadline.
+EXTRACT_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -125,13 +129,15 @@ def _raise_for_status(download: client.Download) -> None:
 
 def _envelope(target: Target, source: Source, started: float) -> dict[str, Any]:
     download = source.download
-    document = extract(
-        download.body,
-        declared_type=download.content_type,
-        charset=download.charset,
-        url=download.final_url,
-        options=target.options,
-    )
+    finish_by = max(time.monotonic() + EXTRACT_GRACE_SECONDS, started + float(settings.SIFT_FETCH_TIMEOUT))
+    with sandbox.finish_by(finish_by):
+        document = extract(
+            download.body,
+            declared_type=download.content_type,
+            charset=download.charset,
+            url=download.final_url,
+            options=target.options,
+        )
     envelope: dict[str, Any] = {
         "url": target.url,
         "final_url": download.final_url,

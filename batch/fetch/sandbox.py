@@ -17,6 +17,7 @@ children (gunicorn with ``--preload``, django-q2 workers) starts with none of it
 from __future__ import annotations
 
 import atexit
+import contextvars
 import json
 import logging
 import os
@@ -27,6 +28,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,33 @@ MAX_REPLY_HEADER_BYTES = 64 << 10
 
 CHILD_SCRIPT = Path(__file__).with_name("sandbox_child.py")
 _LENGTH = struct.Struct(">I")
+
+
+# The least time a request to a child is given, even when the caller's finish line is past.
+MIN_WALL_SECONDS = 0.2
+_finish_by: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "sift_sandbox_finish_by", default=None
+)
+
+
+@contextmanager
+def finish_by(deadline: float) -> Iterator[None]:
+    """Requests sent to a child inside this block end by ``deadline`` (a ``time.monotonic()``
+    value), however large their own budget: the answer to a fetch must not wait for a parser
+    past the fetch's own deadline."""
+    token = _finish_by.set(deadline)
+    try:
+        yield
+    finally:
+        _finish_by.reset(token)
+
+
+def _clamped(cpu_seconds: float, wall_seconds: float) -> tuple[float, float]:
+    deadline = _finish_by.get()
+    if deadline is None:
+        return cpu_seconds, wall_seconds
+    wall = min(wall_seconds, max(deadline - time.monotonic(), MIN_WALL_SECONDS))
+    return min(cpu_seconds, wall), wall
 
 
 class _ChildTimedOut(Exception):
@@ -204,6 +234,7 @@ class Sandbox:
         cannot be started or breaks the protocol. ``subject`` ("the PDF reader") and ``hint``
         word those errors for the agent.
         """
+        cpu_seconds, wall_seconds = _clamped(cpu_seconds, wall_seconds)
         child = self._acquire(time.monotonic() + wall_seconds)
         reusable = False
         header = json.dumps({"op": op, "cpu_seconds": cpu_seconds, **args}).encode()
@@ -217,7 +248,7 @@ class Sandbox:
             reusable = reply.get("error") != "memory"
         except _ChildTimedOut:
             raise FetchError(
-                "filter_timeout", f"{subject} took longer than {wall_seconds:.0f} s", hint
+                "filter_timeout", f"{subject} took longer than {wall_seconds:.1f} s", hint
             ) from None
         except _ChildEnded:
             status = child.end_status()
