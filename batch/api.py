@@ -38,6 +38,7 @@ from batch.schemas import (
     job_summary,
     target_out,
 )
+from batch.threads import ThreadShares
 
 log = logging.getLogger(__name__)
 
@@ -284,10 +285,25 @@ fetch_router = Router(auth=KeyAuth(), tags=["fetch"])
 FETCH_ERRORS = dict.fromkeys((400, 401, 403, 415, 422, 429, 502, 504), ErrorOut)
 
 
+FETCHES = ThreadShares(lambda: settings.SIFT_FETCH_PER_CALLER, lambda: None)
+
+
 def fetch_for(caller: ApiKey, raw_target: object) -> dict[str, Any]:
-    """One target fetched now for ``caller``: what ``/v1/fetch`` and the MCP ``fetch`` tool both do."""
+    """One target fetched now for ``caller``: what ``/v1/fetch`` and the MCP ``fetch`` tool both do.
+
+    A fetch may hold its request thread for the gate wait and the whole deadline, so a caller
+    has only ``SIFT_FETCH_PER_CALLER`` of them in flight per process; one more answers busy.
+    """
     target = runner.validate_target(raw_target)
-    return pipeline.fetch(target, partition=cache.partition_for(caller.name, caller.caller_class))
+    with FETCHES.share(caller.pk) as granted:
+        if not granted:
+            raise FetchError(
+                "busy",
+                f"you already have {settings.SIFT_FETCH_PER_CALLER} fetches in flight here",
+                "Wait for one of them to answer, or send many URLs as one batch (POST /v1/batch).",
+                retry_after=2,
+            )
+        return pipeline.fetch(target, partition=cache.partition_for(caller.name, caller.caller_class))
 
 
 def _fetch(request: HttpRequest, raw_target: dict[str, Any]) -> dict[str, Any]:

@@ -1,35 +1,28 @@
 """Bounded waits for ``GET /v1/batch/{id}?wait=N`` (``docs/decisions.md``, "Bounded waits").
 
-A wait holds a request thread of the web process until the job finishes. gunicorn's gthread
-worker has a fixed number of threads and queues every connection it accepts behind them, so
-unbounded waits let one caller stall ``/healthz`` and everyone else. Each process therefore
-lends out a few wait slots: at most ``SIFT_BATCH_WAITS_PER_CALLER`` per caller and
-``SIFT_BATCH_WAITS_TOTAL`` in all, the total kept below the threads of a worker. A request
-that finds no free slot answers at once with the job as it is and ``wait_cut_short: true``.
-
-The slots are per process on purpose: what they protect (a process's threads) is per process
-too, so they need no database and cost nothing when the process dies.
+A wait holds a request thread of the web process until the job finishes, so it takes one of the
+process's thread shares (``batch.threads``) first: at most ``SIFT_BATCH_WAITS_PER_CALLER`` per
+caller and ``SIFT_BATCH_WAITS_TOTAL`` in all, the total kept below the threads of a worker. A
+request that finds no free share answers at once with the job as it is and
+``wait_cut_short: true``.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from batch.models import ApiKey, BatchJob
+from batch.threads import ThreadShares
 
 # How often a held wait looks at its job again: cheap (one primary-key read), and an agent
 # never learns of a finished job more than this late.
 POLL_SECONDS = 0.2
 
-_lock = threading.Lock()
-_held: Counter[int] = Counter()
+WAITS = ThreadShares(lambda: settings.SIFT_BATCH_WAITS_PER_CALLER, lambda: settings.SIFT_BATCH_WAITS_TOTAL)
 
 
 @dataclass(frozen=True)
@@ -39,24 +32,9 @@ class Waited:
     cut_short: bool
 
 
-@contextmanager
-def wait_slot(caller: ApiKey) -> Iterator[bool]:
-    """Yield whether this request may hold its thread to wait; the slot is freed on exit."""
-    with _lock:
-        granted = (
-            _held[caller.pk] < settings.SIFT_BATCH_WAITS_PER_CALLER
-            and _held.total() < settings.SIFT_BATCH_WAITS_TOTAL
-        )
-        if granted:
-            _held[caller.pk] += 1
-    try:
-        yield granted
-    finally:
-        if granted:
-            with _lock:
-                _held[caller.pk] -= 1
-                if not _held[caller.pk]:
-                    del _held[caller.pk]
+def wait_slot(caller: ApiKey) -> AbstractContextManager[bool]:
+    """Whether this request may hold its thread to wait; the slot is freed on exit."""
+    return WAITS.share(caller.pk)
 
 
 def until_finished(caller: ApiKey, job: BatchJob, seconds: float) -> Waited:

@@ -172,6 +172,9 @@ SIFT_FETCH_TIMEOUT = env_duration("SIFT_FETCH_TIMEOUT", "30s")
 SIFT_FETCH_CONNECT_TIMEOUT = env_duration("SIFT_FETCH_CONNECT_TIMEOUT", "10s")
 SIFT_FETCH_MAX_BYTES = env_bytes("SIFT_FETCH_MAX_BYTES", "20MiB")
 SIFT_FETCH_MAX_CHARS = env_int("SIFT_FETCH_MAX_CHARS", 400_000, minimum=1)
+# /v1/fetch requests of one caller in flight at once in one web process; more answer busy, so one
+# caller never holds every request thread (docs/decisions.md, "Bounded waits").
+SIFT_FETCH_PER_CALLER = env_int("SIFT_FETCH_PER_CALLER", 3, minimum=1)
 SIFT_FETCH_ALLOW_CIDRS = env_networks("SIFT_FETCH_ALLOW_CIDRS")
 SIFT_FETCH_ALLOW_PORTS = env_ports("SIFT_FETCH_ALLOW_PORTS", "80,443,8080,8443")
 SIFT_CACHE_TTL = env_duration("SIFT_CACHE_TTL", "15m")

@@ -21,6 +21,7 @@ from batch import runner, waits
 from batch.models import BatchJob
 
 from .deployment import ROOT, Deployment, wait_for
+from .upstream import slow_upstream
 
 URL = "https://example.org/"
 
@@ -250,3 +251,47 @@ def test_twenty_waits_from_one_caller_leave_healthz_and_another_caller_answering
     assert 16 <= len(cut) <= 19
     assert max(cut) < 15
     assert min(held) >= 30
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twenty_slow_fetches_from_one_caller_leave_healthz_and_another_caller_answering(
+    tmp_path, make_caller
+):
+    _, fetcher = make_caller("fetcher")
+    _, other = make_caller("other")
+    fetcher_key = fetcher.headers["Authorization"].removeprefix("Bearer ")
+    other_key = other.headers["Authorization"].removeprefix("Bearer ")
+    deployment = Deployment(tmp_path, {"SIFT_FETCH_ALLOW_CIDRS": "127.0.0.0/8"})
+    _start_procfile_web(deployment)
+    answers: list[Answer] = []
+    probes: list[Answer] = []
+    with slow_upstream(delay=10) as base:
+        path = f"/v1/fetch?url={base}/slow&mode=raw"
+        fetching = [
+            threading.Thread(target=lambda: answers.append(_timed(deployment, path, fetcher_key)))
+            for _ in range(20)
+        ]
+        try:
+            for thread in fetching:
+                thread.start()
+            time.sleep(1)  # every fetch has reached gunicorn
+            for _ in range(4):
+                probes.append(_timed(deployment, "/healthz"))
+                probes.append(_timed(deployment, "/v1/batch", other_key))
+                time.sleep(0.5)
+            in_flight_while_probing = 20 - len(answers)
+            for thread in fetching:
+                thread.join()
+        finally:
+            deployment.stop_all()
+    assert in_flight_while_probing >= 1
+    assert [p.status for p in probes] == [200] * 8
+    assert max(p.seconds for p in probes) < 2, [round(p.seconds, 2) for p in probes]
+    # At most 3 fetches per caller in each of the 2 processes are held; the rest answer busy at once.
+    refused = [a for a in answers if a.status == 429]
+    served = [a for a in answers if a.status == 200]
+    assert len(refused) + len(served) == 20
+    assert 14 <= len(refused) <= 19
+    assert {json.loads(a.body)["code"] for a in refused} == {"busy"}
+    assert max(a.seconds for a in refused) < 5
+    assert all(json.loads(a.body)["content"] == "slow but here" for a in served)
