@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Any
+import re
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import NinjaAPI, Query, Router, Status
+from ninja import NinjaAPI, Path, Query, Router, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
@@ -38,6 +39,7 @@ from batch.schemas import (
     job_summary,
     target_out,
 )
+from batch.targets import printable
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +61,10 @@ ERRORS = dict.fromkeys((400, 401, 403, 404, 409, 413, 429, 503), ErrorOut)
 
 
 class BodyRefused(ValueError):
-    def __init__(self, message: str, hint: str) -> None:
+    def __init__(self, message: str, hint: str, field: str | None = None) -> None:
         super().__init__(message)
         self.hint = hint
+        self.field = field
 
 
 def _refuse_constant(name: str) -> Any:
@@ -93,13 +96,53 @@ class StrictJsonParser(Parser):
             raise BodyRefused(
                 "the body must be a JSON object", "Send a JSON object; see /v1/docs for its fields."
             )
+        if _SURROGATE_ESCAPE.search(body):
+            field = _lone_surrogate_field(data)
+            if field is not None:
+                raise BodyRefused(
+                    f"{field}: not valid Unicode text (a lone surrogate)",
+                    "Send text as valid UTF-8; escape only whole characters or surrogate pairs.",
+                    field,
+                )
         return data
+
+
+# UTF-8 cannot carry a surrogate, so a lone one can only come from a \uD800-\uDFFF escape.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _lone_surrogate_field(data: Any) -> str | None:
+    """The path (``targets[0].url``) of the first key or string holding a lone surrogate."""
+    pending: list[tuple[Any, str]] = [(data, "")]
+    while pending:
+        value, path = pending.pop()
+        if isinstance(value, str) and not _is_unicode(value):
+            return path or "body"
+        if isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                key_path = f"{path}.{printable(key)}" if path else printable(key)
+                if not _is_unicode(key):
+                    return key_path
+                pending.append((item, key_path))
+        elif isinstance(value, list):
+            pending.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(value))))
+    return None
 
 
 class KeyAuth(HttpBearer):
     """``Authorization: Bearer <key>``: unknown key 401, revoked key 403 (SPEC §2)."""
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
+        if not token or not token.isascii():
+            return None  # keys are ASCII: anything else (a WSGI header is Latin-1) is no key
         api_key = ApiKey.objects.filter(key_sha256=hash_key(token)).first()
         if api_key is None:
             return None
@@ -203,7 +246,8 @@ def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpRe
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     cause = exc.__cause__
     if isinstance(cause, BodyRefused):
-        return error_response(request, Refused("invalid_request", str(cause), cause.hint))
+        details = None if cause.field is None else [{"field": cause.field, "message": str(cause)}]
+        return error_response(request, Refused("invalid_request", str(cause), cause.hint, details=details))
     code = {400: "invalid_request", 404: "not_found", 413: "too_large"}.get(
         exc.status_code, "invalid_request"
     )
@@ -219,6 +263,15 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 
 batch_router = Router(auth=BatchAuth(), tags=["batch"])
+
+# Bounds that keep path and query numbers inside what the database's integer columns can hold.
+MAX_DB_INT = 2**31 - 1
+JOB_ID_PATTERN = r"^[0-9a-f]{32}$"
+JobId = Annotated[
+    str,
+    Path(pattern=JOB_ID_PATTERN, description="The job's id: 32 lower-case hex digits, as submit answered."),
+]
+TargetIdx = Annotated[int, Path(ge=0, le=MAX_DB_INT, description="The target's index, from 0.")]
 
 
 def _caller(request: HttpRequest) -> ApiKey:
@@ -237,7 +290,7 @@ def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn
 
 @batch_router.get("", response={200: JobPage, **ERRORS}, summary="List your jobs, newest first")
 def list_batches(
-    request: HttpRequest, limit: int = Query(20, ge=1, le=100), offset: int = Query(0, ge=0)
+    request: HttpRequest, limit: int = Query(20, ge=1, le=100), offset: int = Query(0, ge=0, le=MAX_DB_INT)
 ) -> dict[str, Any]:
     jobs, count = runner.list_jobs(_caller(request), limit=limit, offset=offset)
     items = [job_summary(job, _caller(request)) for job in jobs]
@@ -246,7 +299,7 @@ def list_batches(
 
 @batch_router.get("/{job_id}", response={200: JobOut, **ERRORS}, summary="A job with its targets and results")
 def get_batch(
-    request: HttpRequest, job_id: str, wait: int = Query(0, ge=0, le=60), content: bool = True
+    request: HttpRequest, job_id: JobId, wait: int = Query(0, ge=0, le=60), content: bool = True
 ) -> dict[str, Any]:
     job = runner.get_job(_caller(request), job_id, wait=wait)
     targets = [target_out(t, content=content) for t in job.targets.order_by("idx")]
@@ -256,12 +309,12 @@ def get_batch(
 @batch_router.get(
     "/{job_id}/targets/{idx}", response={200: TargetOut, **ERRORS}, summary="One target with its full result"
 )
-def get_batch_target(request: HttpRequest, job_id: str, idx: int) -> dict[str, Any]:
+def get_batch_target(request: HttpRequest, job_id: JobId, idx: TargetIdx) -> dict[str, Any]:
     return target_out(runner.get_target(_caller(request), job_id, idx))
 
 
 @batch_router.delete("/{job_id}", response={200: JobSummary, **ERRORS}, summary="Cancel a live job")
-def cancel_batch(request: HttpRequest, job_id: str) -> dict[str, Any]:
+def cancel_batch(request: HttpRequest, job_id: JobId) -> dict[str, Any]:
     return job_summary(runner.cancel_for_caller(_caller(request), job_id), _caller(request))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -520,3 +521,50 @@ def test_public_address_passes_the_guard_when_only_allowed_is_off(
     monkeypatch.setattr(guard, "resolve", numeric_resolve)
 
     assert guard.check_url(f"http://{PUBLIC}/").addresses == (PUBLIC,)
+
+
+# Through the API: refused by the guard, and no connection is ever attempted -------------------
+
+_CONNECTS: list[object] = []
+_WATCHING: list[bool] = []
+
+
+def _watch_connects(event: str, args: tuple[object, ...]) -> None:
+    if event == "socket.connect" and _WATCHING:
+        _CONNECTS.append(args[1])
+
+
+sys.addaudithook(_watch_connects)
+
+
+@pytest.mark.parametrize(
+    "url", [f"http://{PUBLIC}/", f"http://{PUBLIC}:8080/a", "http://public.test/", "https://[2606:4700::1]/"]
+)
+def test_fetch_of_a_public_address_is_403_blocked_with_no_connection_attempted(
+    url: str, agent, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
+    monkeypatch.setattr(guard, "resolve", resolver_for({"public.test": [PUBLIC]}))
+    _, client = agent
+    _CONNECTS.clear()
+    _WATCHING.append(True)
+    try:
+        response = client.get("/v1/fetch", url=url)
+    finally:
+        _WATCHING.clear()
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "blocked"
+    assert "SIFT_FETCH_ONLY_ALLOWED" in response.json()["hint"]
+    assert _CONNECTS == []
+
+
+def test_the_connection_watch_sees_a_real_connection(httpserver) -> None:
+    _CONNECTS.clear()
+    _WATCHING.append(True)
+    try:
+        socket.create_connection(("127.0.0.1", httpserver.port)).close()
+    finally:
+        _WATCHING.clear()
+
+    assert _CONNECTS[-1] == ("127.0.0.1", httpserver.port)
