@@ -57,7 +57,33 @@ STATUS_BY_CODE = {
     "batch_disabled": 503,
     "internal": 500,
 }
-ERRORS = dict.fromkeys((400, 401, 403, 404, 409, 413, 429, 503), ErrorOut)
+# What each error status means, for the OpenAPI schema; every one answers the ErrorOut envelope.
+ERROR_DESCRIPTIONS = {
+    400: "invalid_request (details name the field), no_targets or too_many_targets",
+    401: "unauthorized: no key, or an unknown one",
+    403: "forbidden: the key is revoked; for /v1/fetch also blocked: the guard refused the URL",
+    404: "not_found: no such job or target for this caller",
+    409: "already_finished: the job has already ended",
+    413: "too_large: the request body is over the size limit",
+    415: "unsupported: a content type sift cannot turn into text",
+    422: "too_long (over the size caps) or filter_timeout (jq or extraction ran out of time or memory)",
+    429: "caller_busy or busy: try again after Retry-After seconds",
+    500: "internal: a bug in sift, logged with a traceback",
+    502: "upstream_4xx or upstream_5xx: the site answered with an error, or could not be reached",
+    503: "jobs_busy (try again after Retry-After) or batch_disabled",
+    504: "timeout: the site did not answer within the fetch deadline",
+}
+
+
+def errors(*statuses: int) -> dict[int, type[ErrorOut]]:
+    return dict.fromkeys(statuses, ErrorOut)
+
+
+SUBMIT_ERRORS = errors(400, 401, 403, 413, 429, 500, 503)
+LIST_ERRORS = errors(400, 401, 403, 500, 503)
+JOB_ERRORS = errors(400, 401, 403, 404, 500, 503)
+CANCEL_ERRORS = errors(400, 401, 403, 404, 409, 500, 503)
+FETCH_ERRORS = errors(400, 401, 403, 415, 422, 429, 500, 502, 504)
 
 
 class BodyRefused(ValueError):
@@ -168,7 +194,50 @@ class BatchAuth(KeyAuth):
         return super().__call__(request)
 
 
-api = NinjaAPI(
+# Links from a submitted job to the operations on it: clients (and fuzzers) follow them.
+_JOB_ID = "$response.body#/id"
+SUBMIT_LINKS = {
+    "GetJob": {"operationId": "batch_api_get_batch", "parameters": {"job_id": _JOB_ID}},
+    "GetFirstTarget": {
+        "operationId": "batch_api_get_batch_target",
+        "parameters": {"job_id": _JOB_ID, "idx": 0},
+    },
+    "CancelJob": {"operationId": "batch_api_cancel_batch", "parameters": {"job_id": _JOB_ID}},
+}
+_TEXT_HEADER = {"schema": {"type": "string"}}
+
+
+def _finish_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Error descriptions, response headers and links, which django-ninja cannot declare."""
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            for status, response in operation.get("responses", {}).items():
+                code = int(status)
+                if code in ERROR_DESCRIPTIONS:
+                    response["description"] = ERROR_DESCRIPTIONS[code]
+                if code in (429, 503):
+                    response["headers"] = {
+                        "Retry-After": {**_TEXT_HEADER, "description": "Seconds to wait before trying again."}
+                    }
+    submit = {int(status): item for status, item in schema["paths"]["/v1/batch"]["post"]["responses"].items()}
+    submit[202]["description"] = "A new job, queued"
+    submit[202]["headers"] = {"Location": {**_TEXT_HEADER, "required": True, "description": "The job's URL."}}
+    submit[200]["description"] = "Your live twin of this job, reused"
+    for status in (200, 202):
+        submit[status]["links"] = SUBMIT_LINKS
+    return schema
+
+
+class SiftApi(NinjaAPI):
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> Any:
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        _finish_schema(schema)
+        return schema
+
+
+api = SiftApi(
     title="sift",
     version="1",
     description="Read the web for agents: clean Markdown, text, PDF pages, jq, grep and questions.",
@@ -279,7 +348,9 @@ def _caller(request: HttpRequest) -> ApiKey:
     return caller
 
 
-@batch_router.post("", response={200: SubmitOut, 202: SubmitOut, **ERRORS}, summary="Submit a batch job")
+@batch_router.post(
+    "", response={200: SubmitOut, 202: SubmitOut, **SUBMIT_ERRORS}, summary="Submit a batch job"
+)
 def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn) -> Status:
     submitted = runner.submit(_caller(request), payload.targets)
     if not submitted.reused:
@@ -288,7 +359,7 @@ def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn
     return Status(200 if submitted.reused else 202, body)
 
 
-@batch_router.get("", response={200: JobPage, **ERRORS}, summary="List your jobs, newest first")
+@batch_router.get("", response={200: JobPage, **LIST_ERRORS}, summary="List your jobs, newest first")
 def list_batches(
     request: HttpRequest, limit: int = Query(20, ge=1, le=100), offset: int = Query(0, ge=0, le=MAX_DB_INT)
 ) -> dict[str, Any]:
@@ -297,7 +368,9 @@ def list_batches(
     return {"items": items, "count": count, "limit": limit, "offset": offset}
 
 
-@batch_router.get("/{job_id}", response={200: JobOut, **ERRORS}, summary="A job with its targets and results")
+@batch_router.get(
+    "/{job_id}", response={200: JobOut, **JOB_ERRORS}, summary="A job with its targets and results"
+)
 def get_batch(
     request: HttpRequest, job_id: JobId, wait: int = Query(0, ge=0, le=60), content: bool = True
 ) -> dict[str, Any]:
@@ -307,13 +380,15 @@ def get_batch(
 
 
 @batch_router.get(
-    "/{job_id}/targets/{idx}", response={200: TargetOut, **ERRORS}, summary="One target with its full result"
+    "/{job_id}/targets/{idx}",
+    response={200: TargetOut, **JOB_ERRORS},
+    summary="One target with its full result",
 )
 def get_batch_target(request: HttpRequest, job_id: JobId, idx: TargetIdx) -> dict[str, Any]:
     return target_out(runner.get_target(_caller(request), job_id, idx))
 
 
-@batch_router.delete("/{job_id}", response={200: JobSummary, **ERRORS}, summary="Cancel a live job")
+@batch_router.delete("/{job_id}", response={200: JobSummary, **CANCEL_ERRORS}, summary="Cancel a live job")
 def cancel_batch(request: HttpRequest, job_id: JobId) -> dict[str, Any]:
     return job_summary(runner.cancel_for_caller(_caller(request), job_id), _caller(request))
 
@@ -322,7 +397,6 @@ api.add_router("/batch", batch_router)
 
 
 fetch_router = Router(auth=KeyAuth(), tags=["fetch"])
-FETCH_ERRORS = dict.fromkeys((400, 401, 403, 415, 422, 429, 502, 504), ErrorOut)
 
 
 def _fetch(request: HttpRequest, raw_target: dict[str, Any]) -> dict[str, Any]:
@@ -344,7 +418,9 @@ def fetch_get(request: HttpRequest, query: Query[FetchQuery]) -> dict[str, Any]:
     return _fetch(request, {"url": query.url, "options": options})
 
 
-@fetch_router.post("", response={200: FetchEnvelope, **FETCH_ERRORS}, summary="Fetch one target now")
+@fetch_router.post(
+    "", response={200: FetchEnvelope, **FETCH_ERRORS, **errors(413)}, summary="Fetch one target now"
+)
 def fetch_post(request: HttpRequest, payload: TargetIn) -> dict[str, Any]:
     return _fetch(request, payload.dict(exclude_unset=True))
 
