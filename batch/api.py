@@ -118,6 +118,10 @@ class StrictJsonParser(Parser):
             raise BodyRefused("the JSON is nested too deeply", "Send a flat JSON object.") from None
         except json.JSONDecodeError as exc:
             raise BodyRefused(f"the body is not valid JSON: {exc}", "Check the JSON syntax.") from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise BodyRefused(
+                "a number in the body has too many digits", "Send numbers of at most a few digits."
+            ) from None
         if not isinstance(data, dict):
             raise BodyRefused(
                 "the body must be a JSON object", "Send a JSON object; see /v1/docs for its fields."

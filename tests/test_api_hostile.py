@@ -50,11 +50,12 @@ def test_a_10_mb_body_is_413_too_large(agent):
         b'{"target": ["https://example.org/"]}',
         b'{"targets": ["https://example.org/"], "priority": 1}',
         b"{}",
+        b'{"targets": [' + b"1" * 5000 + b"]}",
     ],
     ids=[
         "array", "string", "null", "number", "nan", "infinity", "bom", "deep-array", "deep-targets",
         "truncated", "latin1", "targets-string", "targets-object", "targets-null", "misspelt",
-        "extra-field", "empty-object",
+        "extra-field", "empty-object", "huge-integer",
     ],
 )  # fmt: skip
 def test_malformed_bodies_are_400_with_the_envelope(agent, body):
