@@ -22,11 +22,13 @@ MAX_PATTERN_CHARS = 1000
 MAX_JQ_CHARS = 4000
 MAX_QUESTION_CHARS = 2000
 MAX_PAGES_CHARS = 200
-# jq compiles in time quadratic in the program (about 0.25 s for the worst 4000 characters found),
-# so a submission may carry only so many characters of distinct grep and jq programs in all.
+# jq compiles in time quadratic in the program (about 0.25 s for the worst 4000 characters found)
+# and RE2 in time that grows with its compile memory (about 0.12 s within 1 MiB), so a submission
+# may carry only so many distinct grep and jq programs, and so many characters of them in all.
 MAX_PROGRAM_CHARS_PER_SUBMISSION = 16_000
+MAX_PROGRAMS_PER_SUBMISSION = 8
 # RE2's compile memory; a pattern that needs more is refused rather than built.
-RE2_MAX_MEM = 2 << 20
+RE2_MAX_MEM = 1 << 20
 MODES = ("markdown", "text", "raw")
 _PAGES = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$", re.ASCII)
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
@@ -339,6 +341,12 @@ def _check_program_budget(targets: list[Target]) -> None:
                 continue
             seen.add((name, program))
             total += len(program)
+            if len(seen) > MAX_PROGRAMS_PER_SUBMISSION:
+                raise InvalidTarget(
+                    f"options.{name}",
+                    f"this submission has more than {MAX_PROGRAMS_PER_SUBMISSION} distinct programs",
+                    "Reuse the same program across targets, or split the targets into several jobs.",
+                ).at(index)
             if total > MAX_PROGRAM_CHARS_PER_SUBMISSION:
                 raise InvalidTarget(
                     f"options.{name}",

@@ -255,9 +255,22 @@ def test_distinct_programs_beyond_the_submission_budget_are_refused(agent):
     assert not BatchJob.objects.exists()
 
 
+def test_more_distinct_programs_than_a_submission_may_carry_are_refused(agent):
+    from batch.targets import MAX_PROGRAMS_PER_SUBMISSION
+
+    _, client = agent
+    n = MAX_PROGRAMS_PER_SUBMISSION + 1
+    body = {"targets": [{"url": f"{URL}?{i}", "options": {"grep": f"tide{i}"}} for i in range(n)]}
+    response = client.post("/v1/batch", body)
+    assert response.status_code == 400
+    assert response.json()["details"][0]["field"] == f"targets[{n - 1}].options.grep"
+    same = {"targets": [{"url": f"{URL}?{i}", "options": {"grep": "tide"}} for i in range(n)]}
+    assert client.post("/v1/batch", same).status_code == 202
+
+
 def test_a_grep_needing_too_much_compile_memory_is_refused(agent):
     _, client = agent
-    pattern = r"[\pL\pN]{200}"  # compiles with RE2's default 8 MiB, not within sift's bound
+    pattern = r"[\pL\pN]{100}"  # compiles with RE2's default 8 MiB, not within sift's bound
     response = client.post("/v1/batch", {"targets": [{"url": URL, "options": {"grep": pattern}}]})
     assert response.status_code == 400
     assert response.json()["details"][0]["field"] == "targets[0].options.grep"
