@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Any
+import re
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import NinjaAPI, Query, Router, Status
+from ninja import NinjaAPI, Path, Query, Router, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security import HttpBearer
@@ -38,6 +39,7 @@ from batch.schemas import (
     job_summary,
     target_out,
 )
+from batch.targets import printable
 from batch.threads import ThreadShares
 
 log = logging.getLogger(__name__)
@@ -56,13 +58,40 @@ STATUS_BY_CODE = {
     "batch_disabled": 503,
     "internal": 500,
 }
-ERRORS = dict.fromkeys((400, 401, 403, 404, 409, 413, 429, 503), ErrorOut)
+# What each error status means, for the OpenAPI schema; every one answers the ErrorOut envelope.
+ERROR_DESCRIPTIONS = {
+    400: "invalid_request (details name the field), no_targets or too_many_targets",
+    401: "unauthorized: no key, or an unknown one",
+    403: "forbidden: the key is revoked; for /v1/fetch also blocked: the guard refused the URL",
+    404: "not_found: no such job or target for this caller",
+    409: "already_finished: the job has already ended",
+    413: "too_large: the request body is over the size limit",
+    415: "unsupported: a content type sift cannot turn into text",
+    422: "too_long (over the size caps) or filter_timeout (jq or extraction ran out of time or memory)",
+    429: "caller_busy or busy: try again after Retry-After seconds",
+    500: "internal: a bug in sift, logged with a traceback",
+    502: "upstream_4xx or upstream_5xx: the site answered with an error, or could not be reached",
+    503: "jobs_busy (try again after Retry-After) or batch_disabled",
+    504: "timeout: the site did not answer within the fetch deadline",
+}
+
+
+def errors(*statuses: int) -> dict[int, type[ErrorOut]]:
+    return dict.fromkeys(statuses, ErrorOut)
+
+
+SUBMIT_ERRORS = errors(400, 401, 403, 413, 429, 500, 503)
+LIST_ERRORS = errors(400, 401, 403, 500, 503)
+JOB_ERRORS = errors(400, 401, 403, 404, 500, 503)
+CANCEL_ERRORS = errors(400, 401, 403, 404, 409, 500, 503)
+FETCH_ERRORS = errors(400, 401, 403, 415, 422, 429, 500, 502, 504)
 
 
 class BodyRefused(ValueError):
-    def __init__(self, message: str, hint: str) -> None:
+    def __init__(self, message: str, hint: str, field: str | None = None) -> None:
         super().__init__(message)
         self.hint = hint
+        self.field = field
 
 
 def _refuse_constant(name: str) -> Any:
@@ -90,11 +119,53 @@ class StrictJsonParser(Parser):
             raise BodyRefused("the JSON is nested too deeply", "Send a flat JSON object.") from None
         except json.JSONDecodeError as exc:
             raise BodyRefused(f"the body is not valid JSON: {exc}", "Check the JSON syntax.") from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise BodyRefused(
+                "a number in the body has too many digits", "Send numbers of at most a few digits."
+            ) from None
         if not isinstance(data, dict):
             raise BodyRefused(
                 "the body must be a JSON object", "Send a JSON object; see /v1/docs for its fields."
             )
+        if _SURROGATE_ESCAPE.search(body):
+            field = _lone_surrogate_field(data)
+            if field is not None:
+                raise BodyRefused(
+                    f"{field}: not valid Unicode text (a lone surrogate)",
+                    "Send text as valid UTF-8; escape only whole characters or surrogate pairs.",
+                    field,
+                )
         return data
+
+
+# UTF-8 cannot carry a surrogate, so a lone one can only come from a \uD800-\uDFFF escape.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _lone_surrogate_field(data: Any) -> str | None:
+    """The path (``targets[0].url``) of the first key or string holding a lone surrogate."""
+    pending: list[tuple[Any, str]] = [(data, "")]
+    while pending:
+        value, path = pending.pop()
+        if isinstance(value, str) and not _is_unicode(value):
+            return path or "body"
+        if isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                key_path = f"{path}.{printable(key)}" if path else printable(key)
+                if not _is_unicode(key):
+                    return key_path
+                pending.append((item, key_path))
+        elif isinstance(value, list):
+            pending.extend((item, f"{path}[{i}]") for i, item in reversed(list(enumerate(value))))
+    return None
 
 
 class KeyAuth(HttpBearer):
@@ -106,6 +177,8 @@ class KeyAuth(HttpBearer):
 
 def caller_for_key(raw_key: str) -> ApiKey | None:
     """The caller a bearer key names, for every door (REST and MCP): ``None`` when unknown."""
+    if not raw_key or not raw_key.isascii():
+        return None  # keys are ASCII: anything else (a WSGI header is Latin-1) is no key
     api_key = ApiKey.objects.filter(key_sha256=hash_key(raw_key)).first()
     if api_key is None:
         return None
@@ -133,7 +206,50 @@ class BatchAuth(KeyAuth):
         return super().__call__(request)
 
 
-api = NinjaAPI(
+# Links from a submitted job to the operations on it: clients (and fuzzers) follow them.
+_JOB_ID = "$response.body#/id"
+SUBMIT_LINKS = {
+    "GetJob": {"operationId": "batch_api_get_batch", "parameters": {"job_id": _JOB_ID}},
+    "GetFirstTarget": {
+        "operationId": "batch_api_get_batch_target",
+        "parameters": {"job_id": _JOB_ID, "idx": 0},
+    },
+    "CancelJob": {"operationId": "batch_api_cancel_batch", "parameters": {"job_id": _JOB_ID}},
+}
+_TEXT_HEADER = {"schema": {"type": "string"}}
+
+
+def _finish_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Error descriptions, response headers and links, which django-ninja cannot declare."""
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            for status, response in operation.get("responses", {}).items():
+                code = int(status)
+                if code in ERROR_DESCRIPTIONS:
+                    response["description"] = ERROR_DESCRIPTIONS[code]
+                if code in (429, 503):
+                    response["headers"] = {
+                        "Retry-After": {**_TEXT_HEADER, "description": "Seconds to wait before trying again."}
+                    }
+    submit = {int(status): item for status, item in schema["paths"]["/v1/batch"]["post"]["responses"].items()}
+    submit[202]["description"] = "A new job, queued"
+    submit[202]["headers"] = {"Location": {**_TEXT_HEADER, "required": True, "description": "The job's URL."}}
+    submit[200]["description"] = "Your live twin of this job, reused"
+    for status in (200, 202):
+        submit[status]["links"] = SUBMIT_LINKS
+    return schema
+
+
+class SiftApi(NinjaAPI):
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> Any:
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        _finish_schema(schema)
+        return schema
+
+
+api = SiftApi(
     title="sift",
     version="1",
     description="Read the web for agents: clean Markdown, text, PDF pages, jq, grep and questions.",
@@ -211,7 +327,8 @@ def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpRe
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     cause = exc.__cause__
     if isinstance(cause, BodyRefused):
-        return error_response(request, Refused("invalid_request", str(cause), cause.hint))
+        details = None if cause.field is None else [{"field": cause.field, "message": str(cause)}]
+        return error_response(request, Refused("invalid_request", str(cause), cause.hint, details=details))
     code = {400: "invalid_request", 404: "not_found", 413: "too_large"}.get(
         exc.status_code, "invalid_request"
     )
@@ -228,13 +345,24 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 batch_router = Router(auth=BatchAuth(), tags=["batch"])
 
+# Bounds that keep path and query numbers inside what the database's integer columns can hold.
+MAX_DB_INT = 2**31 - 1
+JOB_ID_PATTERN = r"^[0-9a-f]{32}$"
+JobId = Annotated[
+    str,
+    Path(pattern=JOB_ID_PATTERN, description="The job's id: 32 lower-case hex digits, as submit answered."),
+]
+TargetIdx = Annotated[int, Path(ge=0, le=MAX_DB_INT, description="The target's index, from 0.")]
+
 
 def _caller(request: HttpRequest) -> ApiKey:
     caller: ApiKey = request.auth  # type: ignore[attr-defined]
     return caller
 
 
-@batch_router.post("", response={200: SubmitOut, 202: SubmitOut, **ERRORS}, summary="Submit a batch job")
+@batch_router.post(
+    "", response={200: SubmitOut, 202: SubmitOut, **SUBMIT_ERRORS}, summary="Submit a batch job"
+)
 def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn) -> Status:
     submitted = runner.submit(_caller(request), payload.targets)
     if not submitted.reused:
@@ -243,18 +371,20 @@ def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn
     return Status(200 if submitted.reused else 202, body)
 
 
-@batch_router.get("", response={200: JobPage, **ERRORS}, summary="List your jobs, newest first")
+@batch_router.get("", response={200: JobPage, **LIST_ERRORS}, summary="List your jobs, newest first")
 def list_batches(
-    request: HttpRequest, limit: int = Query(20, ge=1, le=100), offset: int = Query(0, ge=0)
+    request: HttpRequest, limit: int = Query(20, ge=1, le=100), offset: int = Query(0, ge=0, le=MAX_DB_INT)
 ) -> dict[str, Any]:
     jobs, count = runner.list_jobs(_caller(request), limit=limit, offset=offset)
     items = [job_summary(job, _caller(request)) for job in jobs]
     return {"items": items, "count": count, "limit": limit, "offset": offset}
 
 
-@batch_router.get("/{job_id}", response={200: JobOut, **ERRORS}, summary="A job with its targets and results")
+@batch_router.get(
+    "/{job_id}", response={200: JobOut, **JOB_ERRORS}, summary="A job with its targets and results"
+)
 def get_batch(
-    request: HttpRequest, job_id: str, wait: int = Query(0, ge=0, le=60), content: bool = True
+    request: HttpRequest, job_id: JobId, wait: int = Query(0, ge=0, le=60), content: bool = True
 ) -> dict[str, Any]:
     return read_job(_caller(request), job_id, wait=wait, content=content)
 
@@ -267,14 +397,16 @@ def read_job(caller: ApiKey, job_id: str, *, wait: float, content: bool) -> dict
 
 
 @batch_router.get(
-    "/{job_id}/targets/{idx}", response={200: TargetOut, **ERRORS}, summary="One target with its full result"
+    "/{job_id}/targets/{idx}",
+    response={200: TargetOut, **JOB_ERRORS},
+    summary="One target with its full result",
 )
-def get_batch_target(request: HttpRequest, job_id: str, idx: int) -> dict[str, Any]:
+def get_batch_target(request: HttpRequest, job_id: JobId, idx: TargetIdx) -> dict[str, Any]:
     return target_out(runner.get_target(_caller(request), job_id, idx))
 
 
-@batch_router.delete("/{job_id}", response={200: JobSummary, **ERRORS}, summary="Cancel a live job")
-def cancel_batch(request: HttpRequest, job_id: str) -> dict[str, Any]:
+@batch_router.delete("/{job_id}", response={200: JobSummary, **CANCEL_ERRORS}, summary="Cancel a live job")
+def cancel_batch(request: HttpRequest, job_id: JobId) -> dict[str, Any]:
     return job_summary(runner.cancel_for_caller(_caller(request), job_id), _caller(request))
 
 
@@ -282,7 +414,6 @@ api.add_router("/batch", batch_router)
 
 
 fetch_router = Router(auth=KeyAuth(), tags=["fetch"])
-FETCH_ERRORS = dict.fromkeys((400, 401, 403, 415, 422, 429, 502, 504), ErrorOut)
 
 
 FETCHES = ThreadShares(lambda: settings.SIFT_FETCH_PER_CALLER, lambda: None)
@@ -323,7 +454,9 @@ def fetch_get(request: HttpRequest, query: Query[FetchQuery]) -> dict[str, Any]:
     return _fetch(request, {"url": query.url, "options": options})
 
 
-@fetch_router.post("", response={200: FetchEnvelope, **FETCH_ERRORS}, summary="Fetch one target now")
+@fetch_router.post(
+    "", response={200: FetchEnvelope, **FETCH_ERRORS, **errors(413)}, summary="Fetch one target now"
+)
 def fetch_post(request: HttpRequest, payload: TargetIn) -> dict[str, Any]:
     return _fetch(request, payload.dict(exclude_unset=True))
 

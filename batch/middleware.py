@@ -16,7 +16,7 @@ class RequestSizeLimitMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         declared = request.META.get("CONTENT_LENGTH") or "0"
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):  # isdigit alone accepts "²"
             return error_json(
                 400, "invalid_request", "Content-Length is not a number", "Send a valid Content-Length."
             )

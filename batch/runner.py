@@ -62,9 +62,19 @@ def _ttl() -> timedelta:
 
 
 def validate_targets(raw_targets: list[object]) -> list[Target]:
-    """SPEC §3.2 steps 1 and 2: refuse an empty or invalid submission before touching the database."""
+    """Refuse an empty, oversized or invalid submission before touching the database.
+
+    The cheap checks (count) come before any per-target validation, which compiles programs.
+    """
     if not raw_targets:
         raise Refused("no_targets", "the submission has no targets", 'Send {"targets": ["https://..."]}.')
+    limit = settings.SIFT_BATCH_TARGETS_PER_JOB
+    if len(raw_targets) > limit:
+        raise Refused(
+            "too_many_targets",
+            f"{len(raw_targets)} targets is more than the {limit} a job may hold",
+            f"Split the targets into jobs of at most {limit}.",
+        )
     try:
         return parse_targets(raw_targets)
     except InvalidTarget as exc:
@@ -142,12 +152,6 @@ def _live_jobs(now: datetime) -> QuerySet[BatchJob]:
 
 
 def _check_caps(caller: ApiKey, n_targets: int, now: datetime) -> None:
-    if n_targets > settings.SIFT_BATCH_TARGETS_PER_JOB:
-        raise Refused(
-            "too_many_targets",
-            f"{n_targets} targets is more than the {settings.SIFT_BATCH_TARGETS_PER_JOB} a job may hold",
-            f"Split the targets into jobs of at most {settings.SIFT_BATCH_TARGETS_PER_JOB}.",
-        )
     per_caller = settings.SIFT_BATCH_JOBS_PER_CALLER
     # Counting stops at the cap: a COUNT over a LIMIT costs the same however many jobs are live.
     if _live_jobs(now).filter(caller=caller)[:per_caller].count() >= per_caller:

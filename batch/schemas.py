@@ -1,39 +1,111 @@
-"""Request and response shapes of the JSON API (SPEC §4), also the OpenAPI schema."""
+"""Request and response shapes of the JSON API (docs/api.md), also the OpenAPI schema.
+
+Request bodies are checked at run time by ``batch.targets`` alone, which names the offending
+target and field. The JSON Schema written here says the same thing for clients and fuzzers:
+everything it refuses, validation refuses too; what it cannot say (a grep or jq program that
+does not compile, page ranges that run backwards, a port out of range) validation adds.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
+from django.conf import settings
 from ninja import Field, Schema
-from pydantic import ConfigDict
+from pydantic import ConfigDict, WithJsonSchema
 
 from batch.models import ApiKey, BatchJob, BatchTarget
+from batch.targets import (
+    MAX_JQ_CHARS,
+    MAX_PAGES_CHARS,
+    MAX_PATTERN_CHARS,
+    MAX_QUESTION_CHARS,
+    MAX_URL_CHARS,
+    MODES,
+)
 
 TARGETS_DESCRIPTION = (
     'Each target is a URL string, or {"url": "...", "options": {...}} with options '
-    "mode (markdown|text|raw), question, pages, grep, jq, context, recover (SPEC §3.1)."
+    "mode (markdown|text|raw), question, pages, grep, jq, context, recover (see docs/api.md)."
 )
+
+# A necessary condition only: http or https, then a host, and no spaces or control characters.
+URL_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_URL_CHARS,
+    "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f]+$",
+    "description": "An absolute http:// or https:// URL without user name or password.",
+    "examples": ["https://example.org/article"],
+}
+
+
+def _text(max_length: int, description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "description": description, **extra}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+OPTION_SCHEMAS: dict[str, dict[str, Any]] = {
+    "mode": {
+        "type": "string",
+        "enum": list(MODES),
+        "default": "markdown",
+        "description": "markdown: main content as Markdown; text: plain text; raw: the body as served.",
+    },
+    "question": _text(MAX_QUESTION_CHARS, "Keep only the passages that answer it."),
+    "pages": _text(
+        MAX_PAGES_CHARS, 'PDF pages to return, 1-based, e.g. "1-3,7,10-".', pattern=r"^[0-9,\-\s]+$"
+    ),
+    "grep": _text(MAX_PATTERN_CHARS, "Keep only the lines this RE2 pattern matches."),
+    "jq": _text(MAX_JQ_CHARS, "A jq program applied to a JSON document."),
+    "context": {"type": "boolean", "description": "Include neighbouring lines or passages."},
+    "recover": {"type": "boolean", "description": "When the upstream fails, serve the last cached copy."},
+}
+OPTIONS_SCHEMA: dict[str, Any] = _nullable(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            name: schema if name == "mode" else _nullable(schema) for name, schema in OPTION_SCHEMAS.items()
+        },
+    }
+)
+TARGET_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["url"],
+    "properties": {"url": URL_SCHEMA, "options": OPTIONS_SCHEMA},
+}
+TARGETS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "minItems": 1,
+    "maxItems": settings.SIFT_BATCH_TARGETS_PER_JOB,
+    "items": {"anyOf": [URL_SCHEMA, TARGET_SCHEMA]},
+    "description": TARGETS_DESCRIPTION,
+    "examples": [["https://example.org/", {"url": "https://example.org/a.pdf", "options": {"pages": "1-2"}}]],
+}
 
 
 class ErrorOut(Schema):
-    error: str
-    code: str
-    hint: str
-    retry_after: int | None = None
-    details: Any = None
+    """The error envelope every error answers with."""
+
+    error: str = Field(..., description="A short message.")
+    code: str = Field(..., description="What went wrong, for programs: invalid_request, blocked, ...")
+    hint: str = Field(..., description="What to do next.")
+    retry_after: int | None = Field(None, description="Seconds to wait; sent with Retry-After.")
+    upstream_status: int | None = Field(None, description="The status the upstream site answered.")
+    details: Any = Field(None, description="Validation errors: the offending fields.")
 
 
 class SubmitIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    targets: list[Any] = Field(
-        ...,
-        description=TARGETS_DESCRIPTION,
-        examples=[
-            ["https://example.org/", {"url": "https://example.org/a.pdf", "options": {"pages": "1-2"}}]
-        ],
-    )
+    # Checked at run time by batch.targets, which names the target and field it refuses.
+    targets: Annotated[list[Any], WithJsonSchema(TARGETS_SCHEMA)]
 
 
 class JobSummary(Schema):
@@ -85,7 +157,7 @@ class JobPage(Schema):
 
 
 def job_summary(job: BatchJob, caller: ApiKey) -> dict[str, Any]:
-    """Every job field of SPEC §3.1 but ``idem_key``; ``caller`` is passed to spare a query."""
+    """Every job field but ``idem_key``; ``caller`` is passed to spare a query."""
     return {
         "id": job.id,
         "caller": caller.name,
@@ -121,29 +193,34 @@ def target_out(target: BatchTarget, *, content: bool = True) -> dict[str, Any]:
 
 
 class TargetIn(Schema):
-    """One target: a URL and its options (SPEC §3.1)."""
+    """One target: a URL and its options."""
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(..., examples=["https://example.org/article"])
-    options: dict[str, Any] | None = Field(None, description=TARGETS_DESCRIPTION)
+    # Checked at run time by batch.targets, as in a batch.
+    url: Annotated[Any, WithJsonSchema(URL_SCHEMA)]
+    options: Annotated[Any, WithJsonSchema(OPTIONS_SCHEMA)] = None
+
+
+def _query(name: str) -> Any:
+    return WithJsonSchema(OPTION_SCHEMAS[name])
 
 
 class FetchQuery(Schema):
     """``GET /v1/fetch``: the target's URL and options as query parameters."""
 
-    url: str
-    mode: str | None = None
-    question: str | None = None
-    pages: str | None = None
-    grep: str | None = None
-    jq: str | None = None
-    context: bool | None = None
-    recover: bool | None = None
+    url: Annotated[str, WithJsonSchema(URL_SCHEMA)]
+    mode: Annotated[str | None, _query("mode")] = None
+    question: Annotated[str | None, _query("question")] = None
+    pages: Annotated[str | None, _query("pages")] = None
+    grep: Annotated[str | None, _query("grep")] = None
+    jq: Annotated[str | None, _query("jq")] = None
+    context: Annotated[bool | None, _query("context")] = None
+    recover: Annotated[bool | None, _query("recover")] = None
 
 
 class FetchEnvelope(Schema):
-    """The answer of ``/v1/fetch`` (SPEC §5.7); a batch result's ``meta`` is this without ``content``."""
+    """The answer of ``/v1/fetch``; a batch result's ``meta`` is this without ``content``."""
 
     url: str
     final_url: str

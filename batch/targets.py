@@ -21,8 +21,16 @@ MAX_URL_CHARS = 2048
 MAX_PATTERN_CHARS = 1000
 MAX_JQ_CHARS = 4000
 MAX_QUESTION_CHARS = 2000
+MAX_PAGES_CHARS = 200
+# jq compiles in time quadratic in the program (about 0.25 s for the worst 4000 characters found)
+# and RE2 in time that grows with its compile memory (about 0.12 s within 1 MiB), so a submission
+# may carry only so many distinct grep and jq programs, and so many characters of them in all.
+MAX_PROGRAM_CHARS_PER_SUBMISSION = 16_000
+MAX_PROGRAMS_PER_SUBMISSION = 8
+# RE2's compile memory; a pattern that needs more is refused rather than built.
+RE2_MAX_MEM = 1 << 20
 MODES = ("markdown", "text", "raw")
-_PAGES = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$")
+_PAGES = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$", re.ASCII)
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
@@ -81,6 +89,12 @@ class Target:
     def to_dict(self) -> dict[str, Any]:
         return {"url": self.url, "options": self.options.to_dict()}
 
+    @classmethod
+    def from_stored(cls, url: str, options: dict[str, Any]) -> Target:
+        """A target that was validated when it was submitted, rebuilt without compiling again."""
+        known = {k: v for k, v in options.items() if k in TargetOptions.__dataclass_fields__}
+        return cls(url, TargetOptions(**known))
+
 
 def parse_pages(spec: str) -> tuple[PageRange, ...]:
     """``"1-3,7,10-"`` → ``((1, 3), (7, 7), (10, None))``; 1-based, ends inclusive."""
@@ -105,6 +119,23 @@ def parse_pages(spec: str) -> tuple[PageRange, ...]:
     return tuple(ranges)
 
 
+def printable(name: str) -> str:
+    """A name from the request, safe to echo: lone surrogates become escapes."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _check_unicode(value: str, field: str) -> None:
+    # JSON's \ud800 escapes decode to lone surrogates, which no database column can store.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidTarget(
+            field,
+            f"{field} is not valid Unicode text (it holds a lone surrogate)",
+            "Send text as valid UTF-8; escape only whole characters or surrogate pairs.",
+        ) from None
+
+
 def _optional_str(options: dict[str, Any], name: str, limit: int) -> str | None:
     value = options.get(name)
     if value is None:
@@ -115,47 +146,76 @@ def _optional_str(options: dict[str, Any], name: str, limit: int) -> str | None:
             f"{name} must be a non-empty string",
             f"Send {name} as a string, or leave it out.",
         )
-    if len(value) > limit or "\x00" in value:
+    if len(value) > limit:
         raise InvalidTarget(
             f"options.{name}",
-            f"{name} is longer than {limit} characters or holds a NUL byte",
+            f"{name} is longer than {limit} characters",
             f"Shorten {name} to at most {limit} characters.",
+        )
+    _check_unicode(value, f"options.{name}")
+    if "\x00" in value:
+        raise InvalidTarget(
+            f"options.{name}",
+            f"{name} holds a NUL character",
+            f"Remove the NUL character from {name}.",
         )
     return value
 
 
-def _compile_checks(grep: str | None, program: str | None) -> None:
-    if grep is not None:
-        options = re2.Options()
-        options.log_errors = False
-        try:
-            re2.compile(grep, options=options)
-        except re2.error as exc:
+def re2_options() -> re2.Options:
+    """RE2 options with a bounded compile memory, as validation checks them."""
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = RE2_MAX_MEM
+    return options
+
+
+def _grep_error(pattern: str) -> str | None:
+    try:
+        re2.compile(pattern, options=re2_options())
+    except re2.error as exc:
+        message = exc.args[0] if exc.args else exc
+        text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+        return printable(text)
+    return None
+
+
+def _jq_error(program: str) -> str | None:
+    try:
+        jq.compile(program)
+    except ValueError as exc:
+        return printable(str(exc).splitlines()[0] if str(exc) else "syntax error")
+    return None
+
+
+def compile_checks(options: TargetOptions) -> None:
+    """Compile the target's grep and jq: the expensive part, done only after every cheap check."""
+    if options.grep is not None:
+        grep_error = _grep_error(options.grep)
+        if grep_error is not None:
             raise InvalidTarget(
                 "options.grep",
-                f"grep does not compile: {exc}",
-                "Use RE2 syntax (no backreferences or lookaround).",
-            ) from None
-    if program is not None:
-        try:
-            jq.compile(program)
-        except ValueError as exc:
-            first_line = str(exc).splitlines()[0]
+                f"grep does not compile: {grep_error}",
+                "Use RE2 syntax (no backreferences or lookaround) and keep the pattern small.",
+            )
+    if options.jq is not None:
+        jq_error = _jq_error(options.jq)
+        if jq_error is not None:
             raise InvalidTarget(
                 "options.jq",
-                f"jq does not compile: {first_line}",
+                f"jq does not compile: {jq_error}",
                 "Check the jq program, for example '.items[0].name'.",
-            ) from None
+            )
 
 
-def parse_options(raw: object) -> TargetOptions:
+def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOptions:
     if raw is None:
         return TargetOptions()
     if not isinstance(raw, dict):
         raise InvalidTarget(
             "options", "options must be an object", 'Send options as an object, e.g. {"mode": "text"}.'
         )
-    unknown = sorted(set(raw) - set(TargetOptions.__dataclass_fields__))
+    unknown = sorted(printable(name) for name in set(raw) - set(TargetOptions.__dataclass_fields__))
     if unknown:
         raise InvalidTarget(
             f"options.{unknown[0]}",
@@ -163,8 +223,9 @@ def parse_options(raw: object) -> TargetOptions:
             "Known options: " + ", ".join(TargetOptions.__dataclass_fields__) + ".",
         )
     mode = raw.get("mode", "markdown")
-    if mode not in MODES:
-        raise InvalidTarget("options.mode", f"unknown mode {mode!r}", "Use one of: markdown, text, raw.")
+    if not isinstance(mode, str) or mode not in MODES:
+        shown = printable(mode) if isinstance(mode, str) else type(mode).__name__
+        raise InvalidTarget("options.mode", f"unknown mode {shown!r}", "Use one of: markdown, text, raw.")
     for name in ("context", "recover"):
         if raw.get(name) is not None and not isinstance(raw[name], bool):
             raise InvalidTarget(
@@ -173,7 +234,7 @@ def parse_options(raw: object) -> TargetOptions:
     options = TargetOptions(
         mode=mode,
         question=_optional_str(raw, "question", MAX_QUESTION_CHARS),
-        pages=_optional_str(raw, "pages", 200),
+        pages=_optional_str(raw, "pages", MAX_PAGES_CHARS),
         grep=_optional_str(raw, "grep", MAX_PATTERN_CHARS),
         jq=_optional_str(raw, "jq", MAX_JQ_CHARS),
         context=raw.get("context"),
@@ -181,7 +242,8 @@ def parse_options(raw: object) -> TargetOptions:
     )
     if options.pages is not None:
         parse_pages(options.pages)
-    _compile_checks(options.grep, options.jq)
+    if compile_programs:
+        compile_checks(options)
     return options
 
 
@@ -192,6 +254,7 @@ def normalise_url(raw: object) -> str:
         raise InvalidTarget("url", "url must be a non-empty string", hint)
     if len(raw) > MAX_URL_CHARS:
         raise InvalidTarget("url", f"url is longer than {MAX_URL_CHARS} characters", "Shorten the URL.")
+    _check_unicode(raw, "url")
     if _CONTROL.search(raw):
         raise InvalidTarget(
             "url", "url holds spaces or control characters", "Percent-encode spaces and control characters."
@@ -209,10 +272,25 @@ def normalise_url(raw: object) -> str:
         raise InvalidTarget("url", "url has no host", hint)
     if port is not None and port == 0:
         raise InvalidTarget("url", "url has port 0", hint)
-    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path, parts.query, parts.fragment))
+    netloc = _host(parts.hostname) + (f":{port}" if port is not None else "")
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path, parts.query, parts.fragment))
 
 
-def parse_target(raw: object) -> Target:
+def _host(hostname: str) -> str:
+    """The host as compared and stored: lower-case, without the root's trailing dot."""
+    if ":" in hostname:
+        if "%" in hostname:
+            raise InvalidTarget(
+                "url", "url carries an IPv6 zone id", "Send the IPv6 address without a zone id (%25...)."
+            )
+        return f"[{hostname}]"
+    host = hostname.removesuffix(".")
+    if not host or host.startswith(".") or ".." in host or host.endswith("."):
+        raise InvalidTarget("url", "url has an empty host name label", "Check the URL's host name.")
+    return host
+
+
+def parse_target(raw: object, *, compile_programs: bool = True) -> Target:
     """A bare string or ``{"url": ..., "options": {...}}``."""
     if isinstance(raw, str):
         return Target(normalise_url(raw))
@@ -222,22 +300,60 @@ def parse_target(raw: object) -> Target:
             "a target must be a URL string or an object",
             'Send "https://..." or {"url": "https://...", "options": {}}.',
         )
-    unknown = sorted(set(raw) - {"url", "options"})
+    unknown = sorted(printable(name) for name in set(raw) - {"url", "options"})
     if unknown:
         raise InvalidTarget(
             unknown[0], f"unknown field {unknown[0]!r}", 'A target has only "url" and "options".'
         )
-    return Target(normalise_url(raw.get("url")), parse_options(raw.get("options")))
+    options = parse_options(raw.get("options"), compile_programs=compile_programs)
+    return Target(normalise_url(raw.get("url")), options)
 
 
 def parse_targets(raw: list[object]) -> list[Target]:
+    """Cheap checks of every target first, then the program budget, then each distinct program once."""
     targets = []
     for index, item in enumerate(raw):
         try:
-            targets.append(parse_target(item))
+            targets.append(parse_target(item, compile_programs=False))
         except InvalidTarget as exc:
             raise exc.at(index) from None
+    _check_program_budget(targets)
+    compiled: set[tuple[str | None, str | None]] = set()
+    for index, target in enumerate(targets):
+        programs = (target.options.grep, target.options.jq)
+        if programs in compiled:
+            continue
+        try:
+            compile_checks(target.options)
+        except InvalidTarget as exc:
+            raise exc.at(index) from None
+        compiled.add(programs)
     return targets
+
+
+def _check_program_budget(targets: list[Target]) -> None:
+    seen: set[tuple[str, str]] = set()
+    total = 0
+    for index, target in enumerate(targets):
+        for name in ("grep", "jq"):
+            program = getattr(target.options, name)
+            if program is None or (name, program) in seen:
+                continue
+            seen.add((name, program))
+            total += len(program)
+            if len(seen) > MAX_PROGRAMS_PER_SUBMISSION:
+                raise InvalidTarget(
+                    f"options.{name}",
+                    f"this submission has more than {MAX_PROGRAMS_PER_SUBMISSION} distinct programs",
+                    "Reuse the same program across targets, or split the targets into several jobs.",
+                ).at(index)
+            if total > MAX_PROGRAM_CHARS_PER_SUBMISSION:
+                raise InvalidTarget(
+                    f"options.{name}",
+                    f"the distinct grep and jq programs of this submission exceed "
+                    f"{MAX_PROGRAM_CHARS_PER_SUBMISSION} characters in all",
+                    "Reuse the same program across targets, or split the targets into several jobs.",
+                ).at(index)
 
 
 def idempotency_key(caller_name: str, targets: list[Target]) -> str:

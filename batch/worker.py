@@ -37,7 +37,7 @@ from batch.models import (
     TargetStatus,
     WorkerSlot,
 )
-from batch.targets import Target, parse_target
+from batch.targets import Target
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def _take(slot: WorkerSlot, target: BatchTarget, now: datetime) -> Claim:
         attempt=attempt,
         slot=slot.number,
         caller=Caller(job.caller.name, job.caller_class),
-        target=parse_target({"url": target.url, "options": target.options}),
+        target=Target.from_stored(target.url, target.options),
     )
 
 

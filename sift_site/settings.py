@@ -176,6 +176,9 @@ SIFT_FETCH_MAX_CHARS = env_int("SIFT_FETCH_MAX_CHARS", 400_000, minimum=1)
 # caller never holds every request thread (docs/decisions.md, "Bounded waits").
 SIFT_FETCH_PER_CALLER = env_int("SIFT_FETCH_PER_CALLER", 3, minimum=1)
 SIFT_FETCH_ALLOW_CIDRS = env_networks("SIFT_FETCH_ALLOW_CIDRS")
+# Refuse every address outside SIFT_FETCH_ALLOW_CIDRS, public ones too: tests, benchmarks and
+# fuzzing set it so that nothing they fetch can leave the machine.
+SIFT_FETCH_ONLY_ALLOWED = env_bool("SIFT_FETCH_ONLY_ALLOWED", False)
 SIFT_FETCH_ALLOW_PORTS = env_ports("SIFT_FETCH_ALLOW_PORTS", "80,443,8080,8443")
 SIFT_CACHE_TTL = env_duration("SIFT_CACHE_TTL", "15m")
 SIFT_CACHE_MAX_BYTES = env_bytes("SIFT_CACHE_MAX_BYTES", "256MiB")

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 
 from batch.models import ApiKey
+
+
+@pytest.fixture(autouse=True, scope="session")
+def fetch_only_allowed(django_test_environment: None) -> Iterator[None]:
+    """Nothing a test fetches may leave this machine: the guard refuses every address outside
+    ``SIFT_FETCH_ALLOW_CIDRS`` (loopback in the tests that serve pages), public ones included."""
+    with override_settings(SIFT_FETCH_ONLY_ALLOWED=True):
+        yield
 
 
 class ApiClient:

@@ -64,3 +64,30 @@ def test_an_unauthenticated_client_helper_still_gets_json(db):
     response = ApiClient(None).post("/v1/batch", {"targets": [URL]})
     assert response.status_code == 401
     assert response["Content-Type"].startswith("application/json")
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        "Bearer \ud800",
+        "Bearer \u4e2d\u6587",
+        "Bearer \x00",
+        "Bearer \xff\xfe",
+        "Bearer ",
+        "Bearer  x y",
+        "\ud800",
+    ],
+    ids=["surrogate", "non-latin-1", "nul", "latin-1-bytes", "empty", "spaces", "surrogate-scheme"],
+)
+def test_an_unencodable_or_odd_authorization_header_is_401(db, client, authorization):
+    response = client.get("/v1/batch", headers={"Authorization": authorization})
+    assert response.status_code == 401
+    assert response.json()["code"] == "unauthorized"
+
+
+def test_a_key_with_odd_bytes_appended_is_401(agent):
+    _, client = agent
+    response = client.client.get(
+        "/v1/batch", headers={"Authorization": client.headers["Authorization"] + "\xff"}
+    )
+    assert response.status_code == 401

@@ -193,3 +193,119 @@ def test_submitting_while_batch_is_disabled_is_503_batch_disabled(agent, setting
     assert response.status_code == 503
     assert response.json()["code"] == "batch_disabled"
     assert client.get("/v1/batch").json()["code"] == "batch_disabled"
+
+
+def test_too_many_targets_is_refused_before_any_target_is_validated(agent, settings, monkeypatch):
+    from batch import targets
+
+    settings.SIFT_BATCH_TARGETS_PER_JOB = 3
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("compiled a program before the cheap checks")
+
+    monkeypatch.setattr(targets.jq, "compile", no_compiling)
+    monkeypatch.setattr(targets.re2, "compile", no_compiling)
+    _, client = agent
+    invalid = {"url": "ftp://x", "options": {"jq": ".a", "grep": "a"}}
+    response = client.post("/v1/batch", {"targets": [invalid] * 4})
+    assert response.json()["code"] == "too_many_targets"
+
+
+def test_every_target_passes_its_cheap_checks_before_any_program_is_compiled(agent, monkeypatch):
+    from batch import targets
+
+    compiled: list[str] = []
+    real_compile = targets.jq.compile
+    monkeypatch.setattr(
+        targets.jq, "compile", lambda program: compiled.append(program) or real_compile(program)
+    )
+    _, client = agent
+    body = {
+        "targets": [{"url": URL, "options": {"jq": ".a"}}, {"url": URL, "options": {"jq": ".b"}}, "ftp://x"]
+    }
+    response = client.post("/v1/batch", body)
+    assert response.json()["details"][0]["field"] == "targets[2].url"
+    assert compiled == []
+
+
+def test_a_program_repeated_across_targets_is_compiled_once(agent, monkeypatch):
+    from batch import targets
+
+    compiled: list[str] = []
+    real_compile = targets.jq.compile
+    monkeypatch.setattr(
+        targets.jq, "compile", lambda program: compiled.append(program) or real_compile(program)
+    )
+    _, client = agent
+    body = {"targets": [{"url": f"{URL}?{i}", "options": {"jq": ".items[0]"}} for i in range(20)]}
+    assert client.post("/v1/batch", body).status_code == 202
+    assert compiled == [".items[0]"]
+
+
+def test_distinct_programs_beyond_the_submission_budget_are_refused(agent):
+    from batch.targets import MAX_JQ_CHARS, MAX_PROGRAM_CHARS_PER_SUBMISSION
+
+    _, client = agent
+    n = MAX_PROGRAM_CHARS_PER_SUBMISSION // MAX_JQ_CHARS + 1
+    programs = [f".a{i} " + " " * (MAX_JQ_CHARS - 10) for i in range(n)]
+    body = {"targets": [{"url": f"{URL}?{i}", "options": {"jq": p}} for i, p in enumerate(programs)]}
+    response = client.post("/v1/batch", body)
+    assert response.status_code == 400
+    assert response.json()["details"][0]["field"] == f"targets[{n - 1}].options.jq"
+    assert not BatchJob.objects.exists()
+
+
+def test_more_distinct_programs_than_a_submission_may_carry_are_refused(agent):
+    from batch.targets import MAX_PROGRAMS_PER_SUBMISSION
+
+    _, client = agent
+    n = MAX_PROGRAMS_PER_SUBMISSION + 1
+    body = {"targets": [{"url": f"{URL}?{i}", "options": {"grep": f"tide{i}"}} for i in range(n)]}
+    response = client.post("/v1/batch", body)
+    assert response.status_code == 400
+    assert response.json()["details"][0]["field"] == f"targets[{n - 1}].options.grep"
+    same = {"targets": [{"url": f"{URL}?{i}", "options": {"grep": "tide"}} for i in range(n)]}
+    assert client.post("/v1/batch", same).status_code == 202
+
+
+def test_a_grep_needing_too_much_compile_memory_is_refused(agent):
+    _, client = agent
+    pattern = r"[\pL\pN]{100}"  # compiles with RE2's default 8 MiB, not within sift's bound
+    response = client.post("/v1/batch", {"targets": [{"url": URL, "options": {"grep": pattern}}]})
+    assert response.status_code == 400
+    assert response.json()["details"][0]["field"] == "targets[0].options.grep"
+
+
+def test_host_names_are_stored_without_their_trailing_dot_and_reused_as_one(agent):
+    _, client = agent
+    first = client.post("/v1/batch", {"targets": ["https://Example.org./page"]}).json()
+    assert BatchTarget.objects.get().url == URL
+    assert client.post("/v1/batch", {"targets": [URL]}).json()["id"] == first["id"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://[fe80::1%25eth0]/", "http://[fe80::1%eth0]/", "https://example.org../", "https://.example.org/"],
+)
+def test_zone_ids_and_empty_host_labels_are_400_naming_the_url(agent, url):
+    _, client = agent
+    response = client.post("/v1/batch", {"targets": [url]})
+    assert response.status_code == 400
+    assert response.json()["details"][0]["field"] == "targets[0].url"
+    assert not BatchJob.objects.exists()
+
+
+def test_a_stored_target_is_rebuilt_without_compiling_its_programs(monkeypatch):
+    from batch import targets
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("recompiled a validated target")
+
+    monkeypatch.setattr(targets.jq, "compile", no_compiling)
+    monkeypatch.setattr(targets.re2, "compile", no_compiling)
+    stored = {"mode": "text", "grep": "tide", "jq": ".a", "pages": "1-2", "recover": True}
+
+    target = targets.Target.from_stored(URL, stored)
+
+    assert target.to_dict() == {"url": URL, "options": stored}
+    assert target.options.page_ranges == ((1, 2),)

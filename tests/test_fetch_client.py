@@ -66,6 +66,7 @@ def jail(monkeypatch: pytest.MonkeyPatch) -> Jail:
 @pytest.fixture(autouse=True)
 def fetch_settings(settings: Settings) -> Settings:
     settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
+    settings.SIFT_FETCH_ONLY_ALLOWED = False  # the jail keeps every connection on loopback
     settings.SIFT_FETCH_MAX_BYTES = 20 * 2**20
     settings.SIFT_FETCH_TIMEOUT = 10.0
     settings.SIFT_FETCH_CONNECT_TIMEOUT = 5.0

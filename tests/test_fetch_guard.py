@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -45,6 +46,12 @@ def no_allowlist(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     settings.SIFT_FETCH_ALLOW_CIDRS = ()
     settings.SIFT_FETCH_ALLOW_PORTS = frozenset({80, 443, 8080, 8443})
     monkeypatch.setattr(guard, "resolve", numeric_resolve)
+
+
+@pytest.fixture
+def public_fetchable(settings: Settings) -> None:
+    """Let public addresses pass, as a deployment does; ``check_url`` never connects anywhere."""
+    settings.SIFT_FETCH_ONLY_ALLOWED = False
 
 
 def refusal(url: str) -> FetchError:
@@ -205,6 +212,7 @@ def test_name_with_one_public_and_one_private_address_is_blocked(
     assert refusal("https://mixed.test/").outcome == "blocked"
 
 
+@pytest.mark.usefixtures("public_fetchable")
 def test_name_with_public_addresses_passes_with_every_address_for_the_client(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -218,6 +226,7 @@ def test_name_with_public_addresses_passes_with_every_address_for_the_client(
     assert destination.host_header == "public.test"
 
 
+@pytest.mark.usefixtures("public_fetchable")
 def test_name_is_resolved_once_per_check(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 
@@ -232,6 +241,7 @@ def test_name_is_resolved_once_per_check(monkeypatch: pytest.MonkeyPatch) -> Non
     assert calls == ["public.test"]
 
 
+@pytest.mark.usefixtures("public_fetchable")
 def test_international_host_name_is_resolved_in_its_ascii_form(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(guard, "resolve", resolver_for({"xn--bcher-kva.test": [PUBLIC]}))
 
@@ -253,6 +263,7 @@ def test_port_not_allowed_is_blocked_before_any_lookup(monkeypatch: pytest.Monke
     assert calls == []
 
 
+@pytest.mark.usefixtures("public_fetchable")
 def test_any_port_is_allowed_when_every_address_is_inside_an_allowed_network(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -391,3 +402,169 @@ def test_guard_never_passes_an_address_python_calls_non_global(
 def test_random_address_in_a_non_public_ipv4_range_is_refused(address: ipaddress.IPv4Address) -> None:
     assert guard.address_refusal(address) is not None
     assert guard.address_refusal(ipaddress.IPv6Address(f"::ffff:{address}")) is not None
+
+
+# Names: trailing dots, localhost, zone ids ----------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["localhost", "LOCALHOST", "localhost.", "api.localhost", "a.b.localhost."])
+def test_localhost_is_refused_by_name_before_any_lookup(host: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(guard, "resolve", lambda name, port: calls.append(name) or [PUBLIC])
+
+    error = refusal(f"http://{host}/")
+
+    assert error.outcome == "blocked"
+    assert "localhost" in error.hint
+    assert "127.0.0.1" not in error.message + error.hint
+    assert calls == []
+
+
+@pytest.mark.parametrize("network", ["127.0.0.0/8", "::1/128"])
+def test_localhost_passes_when_the_loopback_network_is_allowed(
+    network: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network(network),)
+    monkeypatch.setattr(guard, "resolve", lambda name, port: ["127.0.0.1"] if "." in network else ["::1"])
+
+    destination = guard.check_url("http://localhost.:8080/")
+
+    assert destination.host == "localhost"
+    assert destination.host_header == "localhost:8080"
+
+
+def test_allowing_another_network_does_not_open_localhost(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network("10.0.0.0/8"),)
+    monkeypatch.setattr(guard, "resolve", lambda name, port: ["10.0.0.1"])
+
+    assert refusal("http://localhost/").outcome == "blocked"
+
+
+@pytest.mark.usefixtures("public_fetchable")
+def test_host_name_is_compared_and_sent_without_its_trailing_dot(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(guard, "resolve", lambda name, port: calls.append(name) or [PUBLIC])
+
+    destination = guard.check_url("https://Example.org./a")
+
+    assert calls == ["example.org"]
+    assert (destination.host, destination.host_header) == ("example.org", "example.org")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1.", "10.0.0.7."])
+def test_numeric_host_with_a_trailing_dot_is_still_classified(host: str) -> None:
+    error = refusal(f"http://{host}/")
+
+    assert error.outcome == "blocked"
+    assert "the address is" in error.message
+
+
+@pytest.mark.parametrize("host", ["example.org..", "a..b.test", "."])
+def test_host_with_empty_labels_is_refused(host: str) -> None:
+    assert refusal(f"http://{host}/").outcome == "blocked"
+
+
+@pytest.mark.parametrize("url", ["http://[fe80::1%25eth0]/", "http://[fe80::1%eth0]/", "http://[::1%251]/"])
+def test_ipv6_zone_id_is_refused(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard, "resolve", resolver_for({}))
+
+    error = refusal(url)
+
+    assert error.outcome == "blocked"
+    assert "zone id" in error.message or "cannot be parsed" in error.message
+
+
+# Only the allowed networks (tests, benchmarks, fuzzing) -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url", [f"http://{PUBLIC}/", "https://[2606:4700:4700::1111]/", "http://public.test/"]
+)
+def test_only_allowed_refuses_public_addresses_in_the_guard(
+    url: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.SIFT_FETCH_ONLY_ALLOWED = True
+    settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
+    monkeypatch.setattr(guard, "resolve", resolver_for({"public.test": [PUBLIC]}))
+
+    error = refusal(url)
+
+    assert error.outcome == "blocked"
+    assert "outside the networks this deployment may fetch" in error.message
+    assert "SIFT_FETCH_ONLY_ALLOWED" in error.hint
+    assert PUBLIC not in error.message + error.hint
+
+
+def test_only_allowed_lets_allowed_networks_through(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.SIFT_FETCH_ONLY_ALLOWED = True
+    settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
+    monkeypatch.setattr(guard, "resolve", resolver_for({"dev.test": ["127.0.0.2"]}))
+
+    assert guard.check_url("http://dev.test:8080/").addresses == ("127.0.0.2",)
+    assert guard.check_url("http://[::1]:9/").addresses == ("::1",)
+
+
+def test_only_allowed_is_on_for_the_whole_test_suite() -> None:
+    from django.conf import settings as live_settings
+
+    assert live_settings.SIFT_FETCH_ONLY_ALLOWED is True
+
+
+def test_public_address_passes_the_guard_when_only_allowed_is_off(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.SIFT_FETCH_ONLY_ALLOWED = False
+    monkeypatch.setattr(guard, "resolve", numeric_resolve)
+
+    assert guard.check_url(f"http://{PUBLIC}/").addresses == (PUBLIC,)
+
+
+# Through the API: refused by the guard, and no connection is ever attempted -------------------
+
+_CONNECTS: list[object] = []
+_WATCHING: list[bool] = []
+
+
+def _watch_connects(event: str, args: tuple[object, ...]) -> None:
+    if event == "socket.connect" and _WATCHING:
+        _CONNECTS.append(args[1])
+
+
+sys.addaudithook(_watch_connects)
+
+
+@pytest.mark.parametrize(
+    "url", [f"http://{PUBLIC}/", f"http://{PUBLIC}:8080/a", "http://public.test/", "https://[2606:4700::1]/"]
+)
+def test_fetch_of_a_public_address_is_403_blocked_with_no_connection_attempted(
+    url: str, agent, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
+    monkeypatch.setattr(guard, "resolve", resolver_for({"public.test": [PUBLIC]}))
+    _, client = agent
+    _CONNECTS.clear()
+    _WATCHING.append(True)
+    try:
+        response = client.get("/v1/fetch", url=url)
+    finally:
+        _WATCHING.clear()
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "blocked"
+    assert "SIFT_FETCH_ONLY_ALLOWED" in response.json()["hint"]
+    assert _CONNECTS == []
+
+
+def test_the_connection_watch_sees_a_real_connection(httpserver) -> None:
+    _CONNECTS.clear()
+    _WATCHING.append(True)
+    try:
+        socket.create_connection(("127.0.0.1", httpserver.port)).close()
+    finally:
+        _WATCHING.clear()
+
+    assert _CONNECTS[-1] == ("127.0.0.1", httpserver.port)

@@ -182,6 +182,30 @@ def _parse(url: str) -> tuple[SplitResult, int]:
     return parts, port if port is not None else DEFAULT_PORTS[scheme]
 
 
+_LOOPBACK_PROBES = (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
+
+
+def _host_name(hostname: str) -> str:
+    """The host as compared and connected to: ASCII, without the root's trailing dot."""
+    if "%" in hostname and ":" in hostname:
+        raise _refuse("the URL carries an IPv6 zone id", "Send the address without a zone id.")
+    host = hostname[:-1] if hostname.endswith(".") else hostname
+    if not host or host.endswith(".") or ".." in host:
+        raise _refuse("the host name is not a valid domain name", "Check the URL's host name.")
+    return _ascii_host(host)
+
+
+def _loopback_name_refusal(host: str) -> FetchError | None:
+    # ``localhost`` and its subdomains mean this machine whatever DNS says (RFC 6761), so they are
+    # refused by name, before any lookup, unless the deployment opened the loopback network.
+    if host != "localhost" and not host.endswith(".localhost"):
+        return None
+    allowed = tuple(settings.SIFT_FETCH_ALLOW_CIDRS)
+    if any(_is_allowed(probe, allowed) for probe in _LOOPBACK_PROBES):
+        return None
+    return _refuse("the host name is loopback (localhost or one of its subdomains)", _PUBLIC_HINT)
+
+
 def _ascii_host(hostname: str) -> str:
     if hostname.isascii():
         return hostname
@@ -225,6 +249,11 @@ def _vet(addresses: list[IPAddress], port: int) -> tuple[str, ...]:
         refusal = address_refusal(address, allowed)
         if refusal is not None:
             raise _refuse(refusal, _PUBLIC_HINT)
+        if settings.SIFT_FETCH_ONLY_ALLOWED and not _is_allowed(unwrap(address), allowed):
+            raise _refuse(
+                "the address is outside the networks this deployment may fetch",
+                "This deployment fetches only from its allowed networks (SIFT_FETCH_ONLY_ALLOWED).",
+            )
     every_allowed = all(_is_allowed(unwrap(address), allowed) for address in addresses)
     if port not in settings.SIFT_FETCH_ALLOW_PORTS and not every_allowed:
         raise _port_refusal(port)
@@ -238,7 +267,10 @@ def check_url(url: str) -> Destination:
     name does not resolve.
     """
     parts, port = _parse(url)
-    host = _ascii_host(parts.hostname or "")
+    host = _host_name(parts.hostname or "")
+    name_refusal = _loopback_name_refusal(host)
+    if name_refusal is not None:
+        raise name_refusal
     if port not in settings.SIFT_FETCH_ALLOW_PORTS and not settings.SIFT_FETCH_ALLOW_CIDRS:
         raise _port_refusal(port)  # no network could exempt it, so spare the DNS lookup
     addresses = _vet(_resolve_checked(host, port), port)
