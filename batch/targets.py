@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import jq
 import re2
+
+from batch.fetch.sandbox_child import compile_jq
 
 MAX_URL_CHARS = 2048
 MAX_PATTERN_CHARS = 1000
@@ -181,8 +182,9 @@ def _grep_error(pattern: str) -> str | None:
 
 
 def _jq_error(program: str) -> str | None:
+    # Never the bare program: compiling alone would read the modules it imports from any path.
     try:
-        jq.compile(program)
+        compile_jq(program)
     except ValueError as exc:
         return printable(str(exc).splitlines()[0] if str(exc) else "syntax error")
     return None

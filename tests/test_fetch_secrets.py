@@ -306,3 +306,16 @@ def test_v1_fetch_with_a_jq_module_is_refused_without_reading_it(
     assert response.status_code == 400, response.content
     assert MODULES_REFUSED in response.json()["error"]
     assert_no_marker(response.content.decode())
+
+
+def test_validating_a_submission_with_a_jq_module_reads_no_file(agent: Any, module_folder: Path) -> None:
+    _, client = agent
+    program = f'include "broken" {{search: "{module_folder}"}}; .'
+
+    response = client.post(
+        "/v1/batch", {"targets": [{"url": "https://example.org/", "options": {"jq": program}}]}
+    )
+
+    assert response.status_code == 400, response.content
+    assert MODULES_REFUSED in response.json()["error"]
+    assert str(module_folder) not in response.content.decode()

@@ -22,7 +22,7 @@ from jsonschema.exceptions import ValidationError
 from ninja import Schema
 
 from batch import metrics, runner
-from batch.api import ensure_batch_enabled, fetch_for, read_job
+from batch.api import JOB_ID_PATTERN, MAX_DB_INT, ensure_batch_enabled, fetch_for, read_job
 from batch.errors import Refused
 from batch.fetch.errors import FetchError
 from batch.models import ApiKey
@@ -62,7 +62,11 @@ OPTION_PROPERTIES: dict[str, Any] = {
     },
 }
 URL_PROPERTY = {"type": "string", "description": "An absolute http:// or https:// URL."}
-JOB_ID_PROPERTY = {"type": "string", "description": "The job id batch_submit answered."}
+JOB_ID_PROPERTY = {
+    "type": "string",
+    "pattern": JOB_ID_PATTERN,
+    "description": "The job id batch_submit answered: 32 lower-case hex digits.",
+}
 ARGUMENTS_HINT = "Check the arguments against this tool's input schema (tools/list)."
 
 
@@ -231,7 +235,7 @@ TOOLS = {
             input_schema=_object(
                 {
                     "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-                    "offset": {"type": "integer", "minimum": 0, "default": 0},
+                    "offset": {"type": "integer", "minimum": 0, "maximum": MAX_DB_INT, "default": 0},
                 }
             ),
             output=JobPage,
