@@ -203,7 +203,7 @@ def test_too_many_targets_is_refused_before_any_target_is_validated(agent, setti
     def no_compiling(*args, **kwargs):
         raise AssertionError("compiled a program before the cheap checks")
 
-    monkeypatch.setattr(targets.jq, "compile", no_compiling)
+    monkeypatch.setattr(targets, "compile_jq", no_compiling)
     monkeypatch.setattr(targets.re2, "compile", no_compiling)
     _, client = agent
     invalid = {"url": "ftp://x", "options": {"jq": ".a", "grep": "a"}}
@@ -215,9 +215,9 @@ def test_every_target_passes_its_cheap_checks_before_any_program_is_compiled(age
     from batch import targets
 
     compiled: list[str] = []
-    real_compile = targets.jq.compile
+    real_compile = targets.compile_jq
     monkeypatch.setattr(
-        targets.jq, "compile", lambda program: compiled.append(program) or real_compile(program)
+        targets, "compile_jq", lambda program: compiled.append(program) or real_compile(program)
     )
     _, client = agent
     body = {
@@ -232,9 +232,9 @@ def test_a_program_repeated_across_targets_is_compiled_once(agent, monkeypatch):
     from batch import targets
 
     compiled: list[str] = []
-    real_compile = targets.jq.compile
+    real_compile = targets.compile_jq
     monkeypatch.setattr(
-        targets.jq, "compile", lambda program: compiled.append(program) or real_compile(program)
+        targets, "compile_jq", lambda program: compiled.append(program) or real_compile(program)
     )
     _, client = agent
     body = {"targets": [{"url": f"{URL}?{i}", "options": {"jq": ".items[0]"}} for i in range(20)]}
@@ -301,7 +301,7 @@ def test_a_stored_target_is_rebuilt_without_compiling_its_programs(monkeypatch):
     def no_compiling(*args, **kwargs):
         raise AssertionError("recompiled a validated target")
 
-    monkeypatch.setattr(targets.jq, "compile", no_compiling)
+    monkeypatch.setattr(targets, "compile_jq", no_compiling)
     monkeypatch.setattr(targets.re2, "compile", no_compiling)
     stored = {"mode": "text", "grep": "tide", "jq": ".a", "pages": "1-2", "recover": True}
 
