@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
 IDLE_POLL_SECONDS = 0.2
+RECONNECT_SECONDS = 0.5
+# What a database restart looks like from here: the server went away, or the connection broke.
+DATABASE_GONE = (OperationalError, InterfaceError)
 
 
 @dataclass(frozen=True)
@@ -351,6 +355,23 @@ def recover_lost_claims(now: datetime | None = None) -> int:
 # --- the drain loop --------------------------------------------------------------------------
 
 
+class InFlight:
+    """The claim this process is working on, and whether it may take another.
+
+    The drain records each claim under ``lock``, and a stop (``batch/stopping.py``) sets
+    ``stopping`` under the same lock: a claim is either recorded before the stop looks at it or
+    never taken, so a stop always knows what to give back.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.claim: Claim | None = None
+
+
+IN_FLIGHT = InFlight()
+
+
 def has_unfinished_work() -> bool:
     return BatchTarget.objects.filter(
         status__in=(TargetStatus.PENDING, TargetStatus.RUNNING), job__status__in=LIVE_STATUSES
@@ -363,19 +384,101 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
     While targets wait (busy retries, or every slot taken), poll; a new claim starts only
     within the budget, so the task ends before django-q2's timeout would kill it. With two
     workers, the first claim makes sure a drain is queued for the other worker process too,
-    whoever queued this one.
+    whoever queued this one. A stop ends the loop before the next claim; the database going
+    away (a restart) pauses it until the database answers again.
     """
     deadline = time.monotonic() + budget
     ran = 0
     while time.monotonic() < deadline:
-        claim = claim_next_target()
-        if claim is not None:
-            if ran == 0 and settings.SIFT_BATCH_WORKERS > 1:
-                queue.wake_workers()
-            run_claim(claim, fetch)
-            ran += 1
-        elif has_unfinished_work():
-            time.sleep(IDLE_POLL_SECONDS)
-        else:
-            break
+        try:
+            claim = _claim_unless_stopping()
+            if claim is not None:
+                if ran == 0 and settings.SIFT_BATCH_WORKERS > 1:
+                    queue.wake_workers()
+                _run_to_its_end(claim, fetch)
+                ran += 1
+            elif not IN_FLIGHT.stopping and has_unfinished_work():
+                time.sleep(IDLE_POLL_SECONDS)
+            else:
+                break
+        except DATABASE_GONE:
+            log.warning("drain: the database is unavailable; waiting for it", exc_info=True)
+            wait_for_database(deadline)
     return ran
+
+
+def _claim_unless_stopping() -> Claim | None:
+    with IN_FLIGHT.lock:
+        if IN_FLIGHT.stopping:
+            return None
+        IN_FLIGHT.claim = claim_next_target()
+        return IN_FLIGHT.claim
+
+
+def _run_to_its_end(claim: Claim, fetch: FetchFunc) -> None:
+    """Run the claim; if the database went away before its end was stored, run it again.
+
+    Only while the claim is still ours (still ``running`` at our attempt) once the database
+    answers again: a store that did commit before the connection broke, or a lease that ran
+    out meanwhile, makes it someone else's, and the conditional store drops any late answer.
+    """
+    lease_end = time.monotonic() + settings.SIFT_BATCH_CLAIM_LEASE
+    try:
+        while True:
+            try:
+                run_claim(claim, fetch)
+                return
+            except DATABASE_GONE:
+                log.warning("job %s target %d: the database went away; retrying", claim.job_id, claim.idx)
+                if not wait_for_database(lease_end) or not _still_ours(claim):
+                    return
+    finally:
+        with IN_FLIGHT.lock:
+            IN_FLIGHT.claim = None
+
+
+def _still_ours(claim: TargetRef) -> bool:
+    return BatchTarget.objects.filter(
+        pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
+    ).exists()
+
+
+def wait_for_database(until: float) -> bool:
+    """Reconnect every half second until the database answers (``True``) or ``until`` passes."""
+    while True:
+        connection.close()  # a broken connection is never reused; a new one is made on demand
+        try:
+            connection.ensure_connection()
+            return True
+        except DATABASE_GONE:
+            if time.monotonic() >= until:
+                return False
+            time.sleep(RECONNECT_SECONDS)
+
+
+# --- stopping --------------------------------------------------------------------------------
+
+
+def stop_claiming(wait: float) -> None:
+    """No new claim in this process from now on (the claim in flight, if any, goes on)."""
+    acquired = IN_FLIGHT.lock.acquire(timeout=wait)
+    IN_FLIGHT.stopping = True
+    if acquired:
+        IN_FLIGHT.lock.release()
+
+
+def release_claim(claim: Claim) -> bool:
+    """Give a claim back for an immediate retry: its worker is stopping, not lost.
+
+    The target goes back to ``pending`` with ``lost_leases`` unchanged, so a stop never counts
+    toward ``worker_lost``. Conditional like every store: a result that committed first wins
+    and nothing is released.
+    """
+    with transaction.atomic():
+        released = BatchTarget.objects.filter(
+            pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
+        ).update(status=TargetStatus.PENDING, lease_until=None, not_before=None)
+        _release_slot(claim)
+    if released:
+        log.info("job %s target %d released for a retry: the worker is stopping", claim.job_id, claim.idx)
+    return bool(released)
