@@ -46,7 +46,7 @@ class Supervisor:
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._request_stop)
         signal.signal(signal.SIGINT, self._request_stop)
-        self.cluster = subprocess.Popen(self.argv, start_new_session=True)  # noqa: S603 — our own command
+        self.cluster = subprocess.Popen(self.argv, start_new_session=True)  # noqa: S603 - our own command
         log.info("run_cluster %d: qcluster started as %d", os.getpid(), self.cluster.pid)
         while self.cluster.poll() is None and not self.stop_requested:
             time.sleep(POLL_SECONDS)
