@@ -11,7 +11,9 @@ So ``qcluster`` runs as a child in a session of its own, where signals for our g
 reach it. On SIGTERM or SIGINT the supervisor sends SIGTERM to the cluster's processes itself,
 the sentinel first and never to the main process, which then exits once the sentinel is gone:
 sentinel, pusher and monitor die at once; each worker finishes or gives back its target
-(``batch/stopping.py``). Whatever is left after ``KILL_AFTER_SECONDS`` is killed.
+(``batch/stopping.py``). A main process left alone for a second is stuck (under systemd's
+``KillMode=control-group`` it got the signal too) and is killed; whatever is left after
+``KILL_AFTER_SECONDS`` is killed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 # stopping.STOP_GRACE_SECONDS, and systemd's TimeoutStopSec (docs/operations.md) is longer.
 KILL_AFTER_SECONDS = 15.0
 POLL_SECONDS = 0.1
+# qcluster's main process exits within milliseconds of its sentinel, unless it is stuck.
+ALONE_SECONDS = 1.0
 
 
 class Supervisor:
@@ -64,6 +68,7 @@ class Supervisor:
     def _stop(self, cluster: subprocess.Popen[bytes]) -> None:
         started = time.monotonic()
         signalled: set[int] = set()
+        alone_since: float | None = None
         while time.monotonic() - started < KILL_AFTER_SECONDS:
             others = [p for p in session_processes(cluster.pid) if p.pid != cluster.pid]
             if not others and cluster.poll() is not None:
@@ -72,9 +77,11 @@ class Supervisor:
                 if process.pid not in signalled:
                     _signal(process.pid, signal.SIGTERM)
                     signalled.add(process.pid)
-            if not others and time.monotonic() - started > 1:
-                # Stopped while starting up, before the sentinel existed: nothing else will end it.
-                _signal(cluster.pid, signal.SIGTERM)
+            alone_since = (alone_since or time.monotonic()) if not others else None
+            if alone_since is not None and time.monotonic() - alone_since > ALONE_SECONDS:
+                # Its sentinel is gone, so it has nothing left to do: it was stopped before the
+                # sentinel existed, or it got the signal too and hangs in its handler.
+                _signal(cluster.pid, signal.SIGKILL)
             time.sleep(POLL_SECONDS)
         self._kill_the_rest(cluster.pid)
         log.info("run_cluster: cluster stopped after %.1fs", time.monotonic() - started)

@@ -390,8 +390,9 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
     deadline = time.monotonic() + budget
     ran = 0
     while time.monotonic() < deadline:
+        now = timezone.now()
         try:
-            claim = _claim_unless_stopping()
+            claim = _claim_unless_stopping(now)
             if claim is not None:
                 if ran == 0 and settings.SIFT_BATCH_WORKERS > 1:
                     queue.wake_workers()
@@ -402,16 +403,19 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
             else:
                 break
         except DATABASE_GONE:
+            if not database_went_away():
+                raise
             log.warning("drain: the database is unavailable; waiting for it", exc_info=True)
-            wait_for_database(deadline)
+            if wait_for_database(deadline):
+                release_unanswered_claim(now)
     return ran
 
 
-def _claim_unless_stopping() -> Claim | None:
+def _claim_unless_stopping(now: datetime) -> Claim | None:
     with IN_FLIGHT.lock:
         if IN_FLIGHT.stopping:
             return None
-        IN_FLIGHT.claim = claim_next_target()
+        IN_FLIGHT.claim = claim_next_target(now)
         return IN_FLIGHT.claim
 
 
@@ -429,8 +433,10 @@ def _run_to_its_end(claim: Claim, fetch: FetchFunc) -> None:
                 run_claim(claim, fetch)
                 return
             except DATABASE_GONE:
+                if not database_went_away():
+                    raise
                 log.warning("job %s target %d: the database went away; retrying", claim.job_id, claim.idx)
-                if not wait_for_database(lease_end) or not _still_ours(claim):
+                if not wait_for_database(lease_end) or time.monotonic() > lease_end or not _still_ours(claim):
                     return
     finally:
         with IN_FLIGHT.lock:
@@ -441,6 +447,20 @@ def _still_ours(claim: TargetRef) -> bool:
     return BatchTarget.objects.filter(
         pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
     ).exists()
+
+
+def database_went_away() -> bool:
+    """After an ``OperationalError``: was the connection lost, rather than one statement refused?
+
+    A statement the server refuses (a timeout, a row too large) would fail again the same way,
+    so only a lost connection is worth waiting and retrying for.
+    """
+    if connection.connection is None:
+        return True
+    try:
+        return not connection.is_usable()
+    except DATABASE_GONE:
+        return True
 
 
 def wait_for_database(until: float) -> bool:
@@ -454,6 +474,27 @@ def wait_for_database(until: float) -> bool:
             if time.monotonic() >= until:
                 return False
             time.sleep(RECONNECT_SECONDS)
+
+
+def release_unanswered_claim(claimed_at: datetime) -> int:
+    """Give back a claim this drain took at ``claimed_at`` but never heard of.
+
+    The connection can break after the server committed a claim and before its answer arrived:
+    the target is ``running`` and nobody runs it. ``started_at`` is the claim's own timestamp,
+    to the microsecond, so it names this drain's claim and no other.
+    """
+    released = 0
+    running = BatchTarget.objects.filter(status=TargetStatus.RUNNING, started_at=claimed_at)
+    for target_id in running.values_list("pk", flat=True):
+        with transaction.atomic():
+            if running.filter(pk=target_id).update(
+                status=TargetStatus.PENDING, lease_until=None, not_before=None
+            ):
+                WorkerSlot.objects.filter(target_id=target_id).update(target=None, lease_until=None)
+                released += 1
+    if released:
+        log.warning("drain: gave back %d claim(s) whose commit was never answered", released)
+    return released
 
 
 # --- stopping --------------------------------------------------------------------------------

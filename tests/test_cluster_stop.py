@@ -30,11 +30,13 @@ STOP_DEADLINE = 20.0
 LEASE = "600s"
 
 
-# How the stop is sent: the signal, and whether to the whole process group.
+# How the stop is sent: the signal, and to whom.
 STOPS = {
-    "SIGTERM to the main process": (signal.SIGTERM, False),
-    "SIGTERM to the whole group": (signal.SIGTERM, True),
-    "Ctrl-C, SIGINT to the whole group": (signal.SIGINT, True),
+    "SIGTERM to the main process": (signal.SIGTERM, "main"),
+    "SIGTERM to the whole group": (signal.SIGTERM, "group"),
+    "Ctrl-C, SIGINT to the whole group": (signal.SIGINT, "group"),
+    # systemd's default KillMode=control-group: every process of the unit, whatever its session.
+    "SIGTERM to every process": (signal.SIGTERM, "every"),
 }
 
 
@@ -54,11 +56,15 @@ def _cluster_tree(supervisor_pid: int) -> list[int]:
 
 
 def _stop_and_time(deployment: Deployment, how: str) -> float:
-    sig, to_group = STOPS[how]
+    sig, to_whom = STOPS[how]
     process = deployment.processes.pop("cluster")
     tree = wait_for(lambda: len(_cluster_tree(process.pid)) >= 4 and _cluster_tree(process.pid))
     began = time.monotonic()
-    (os.killpg if to_group else os.kill)(process.pid, sig)
+    if to_whom == "every":
+        for pid in _cluster_tree(process.pid):
+            os.kill(pid, sig)
+    else:
+        (os.killpg if to_whom == "group" else os.kill)(process.pid, sig)
     try:
         wait_for(lambda: process.poll() is not None and not _cluster_tree(process.pid), STOP_DEADLINE + 10)
         return time.monotonic() - began
