@@ -48,6 +48,7 @@ IDLE_POLL_SECONDS = 0.2
 RECONNECT_SECONDS = 0.5
 # What a database restart looks like from here: the server went away, or the connection broke.
 DATABASE_GONE = (OperationalError, InterfaceError)
+LOST_CONNECTION_STATES = ("57P01", "57P02", "57P03")  # admin shutdown, crash shutdown, starting up
 
 
 @dataclass(frozen=True)
@@ -402,8 +403,8 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
                 time.sleep(IDLE_POLL_SECONDS)
             else:
                 break
-        except DATABASE_GONE:
-            if not database_went_away():
+        except DATABASE_GONE as error:
+            if not database_went_away(error):
                 raise
             log.warning("drain: the database is unavailable; waiting for it", exc_info=True)
             if wait_for_database(deadline):
@@ -432,8 +433,8 @@ def _run_to_its_end(claim: Claim, fetch: FetchFunc) -> None:
             try:
                 run_claim(claim, fetch)
                 return
-            except DATABASE_GONE:
-                if not database_went_away():
+            except DATABASE_GONE as error:
+                if not database_went_away(error):
                     raise
                 log.warning("job %s target %d: the database went away; retrying", claim.job_id, claim.idx)
                 if not wait_for_database(lease_end) or time.monotonic() > lease_end or not _still_ours(claim):
@@ -449,18 +450,20 @@ def _still_ours(claim: TargetRef) -> bool:
     ).exists()
 
 
-def database_went_away() -> bool:
-    """After an ``OperationalError``: was the connection lost, rather than one statement refused?
+def database_went_away(error: Exception) -> bool:
+    """Did this error come from a lost connection, rather than one statement refused?
 
-    A statement the server refuses (a timeout, a row too large) would fail again the same way,
-    so only a lost connection is worth waiting and retrying for.
+    A statement the server refuses on a healthy connection (a timeout, a row too large, a
+    deadlock) would fail again the same way; only a lost connection is worth waiting for.
+    PostgreSQL names a lost or refused connection with SQLSTATE class 08 or a shutdown (57P01
+    to 57P03); psycopg gives none when the socket itself broke. SQLite never goes away.
     """
-    if connection.connection is None:
+    if isinstance(error, InterfaceError):
         return True
-    try:
-        return not connection.is_usable()
-    except DATABASE_GONE:
-        return True
+    sqlstate = getattr(error.__cause__, "sqlstate", None)
+    if sqlstate is not None:
+        return bool(sqlstate.startswith("08") or sqlstate in LOST_CONNECTION_STATES)
+    return connection.vendor == "postgresql"
 
 
 def wait_for_database(until: float) -> bool:

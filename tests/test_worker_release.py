@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from batch import runner, stopping, worker
@@ -119,7 +121,34 @@ def test_a_stop_mid_target_gives_the_target_back_and_exits(agent, fresh_in_fligh
     assert BatchTarget.objects.get(job=job).status == "pending", "the late answer was dropped"
 
 
+def _wrapped(error: Exception) -> Exception:
+    """As Django raises it: its own class, the driver's error as the cause."""
+    wrapped = OperationalError(str(error))
+    wrapped.__cause__ = error
+    return wrapped
+
+
+@pytest.mark.parametrize(
+    ("cause", "went_away"),
+    [
+        (psycopg.errors.AdminShutdown("terminating connection due to administrator command"), True),
+        (psycopg.errors.CannotConnectNow("the database system is starting up"), True),
+        (psycopg.errors.ConnectionFailure("connection failure"), True),
+        (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), False),
+        (psycopg.errors.ProgramLimitExceeded("index row size exceeds maximum"), False),
+        (psycopg.errors.DeadlockDetected("deadlock detected"), False),
+    ],
+)
+def test_only_a_lost_connection_counts_as_the_database_going_away(cause, went_away):
+    assert worker.database_went_away(_wrapped(cause)) is went_away
+
+
+def test_an_interface_error_is_a_lost_connection():
+    assert worker.database_went_away(InterfaceError("connection already closed")) is True
+
+
 @pytest.mark.django_db
-def test_a_healthy_connection_is_not_taken_for_a_lost_database():
-    connection.ensure_connection()
-    assert worker.database_went_away() is False
+def test_sqlite_being_locked_is_not_the_database_going_away():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite only")
+    assert worker.database_went_away(_wrapped(sqlite3.OperationalError("database is locked"))) is False
