@@ -3,15 +3,16 @@
 ``qcluster`` cannot be stopped reliably by signals: its main process stops the cluster from
 inside the signal handler by setting a ``multiprocessing.Event`` and joining the sentinel
 (upstream django-q2#346). When SIGTERM reaches the whole process group (systemd's default
-``KillMode=control-group``, honcho, a terminal's Ctrl-C), the sentinel dies at once from the
-same signal while it waits on that event, and the main process blocks forever in the event's
-``set()``, waiting for the dead sentinel to wake up. The worker processes die mid-target.
+``KillMode=control-group``, honcho), the sentinel dies at once from the same signal while it
+waits on that event, and the main process blocks forever in the event's ``set()``, waiting for
+the dead sentinel to wake up; the worker processes die mid-target. Sentinel and workers ignore
+SIGINT, so Ctrl-C stops the cluster only once every running drain has ended (minutes).
 
 So ``qcluster`` runs as a child in a session of its own, where signals for our group never
-reach it. On SIGTERM or SIGINT the supervisor sends SIGTERM to the cluster's processes itself,
-the sentinel first and never to the main process, which then exits once the sentinel is gone:
-sentinel, pusher and monitor die at once; each worker finishes or gives back its target
-(``batch/stopping.py``). A main process left alone for a second is stuck (under systemd's
+reach it. On SIGTERM, SIGINT or SIGHUP the supervisor sends SIGTERM to the cluster's
+processes itself, the sentinel first and never to the main process, which exits once the
+sentinel is gone: sentinel, pusher and monitor die at once; each worker finishes or gives back
+its target (``batch/stopping.py``). A main process left alone for a second is stuck (under
 ``KillMode=control-group`` it got the signal too) and is killed; whatever is left after
 ``KILL_AFTER_SECONDS`` is killed.
 """
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 # stopping.STOP_GRACE_SECONDS, and systemd's TimeoutStopSec (docs/operations.md) is longer.
 KILL_AFTER_SECONDS = 15.0
 POLL_SECONDS = 0.1
+# SIGHUP too: a closed terminal must not leave the cluster running without its supervisor.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # qcluster's main process exits within milliseconds of its sentinel, unless it is stuck.
 ALONE_SECONDS = 1.0
 
@@ -48,8 +51,8 @@ class Supervisor:
         self.cluster: subprocess.Popen[bytes] | None = None
 
     def run(self) -> int:
-        signal.signal(signal.SIGTERM, self._request_stop)
-        signal.signal(signal.SIGINT, self._request_stop)
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, self._request_stop)
         self.cluster = subprocess.Popen(self.argv, start_new_session=True)  # noqa: S603 - our own command
         log.info("run_cluster %d: qcluster started as %d", os.getpid(), self.cluster.pid)
         while self.cluster.poll() is None and not self.stop_requested:
