@@ -12,14 +12,16 @@ test fetch (``tests/fetchers.py``: it sleeps as the URL says; nothing is fetched
   a target. Recovery: from a kill to the killed target being claimed again (the claim lease,
   ``SIFT_BATCH_CLAIM_LEASE``, here 5 s).
 - ``SIGTERM group``: SIGTERM to the cluster's whole process group while two targets are in
-  flight, one of 2 s (stored) and one of 20 s (given back), then start the cluster again.
+  flight, one of 2 s (stored) and one of 12 s (given back), then start the cluster again
+  (claim lease 30 s here, longer than a fetch, as it must be).
   Recovery: the stop, then from the new start to the first claim.
 - ``PostgreSQL restart``: ``pg_ctl restart -m fast`` under web and cluster while targets run.
   Recovery: from the restart to ``/healthz`` answering ``db: ok``, and to the next target
   stored.
 
 For each: ``lost`` counts targets that never ended (``worker_lost`` is an end), ``twice``
-counts targets whose end the cluster's log shows more than once; both must be 0. Figures go
+counts targets whose end the cluster's log shows more than once; both must be 0. ``w_lost``
+counts targets that ended ``worker_lost`` (killed three times). Figures go
 to docs/reliability.md. At the end, also on Ctrl-C or an error, it stops everything and
 deletes the server.
 """
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
     from tests.deployment import Deployment
 
 LEASE_SECONDS = 5
+# The stop fault's long target (12 s) must fit in its lease, as every fetch must in production.
+STOP_LEASE_SECONDS = 30
 FAULTS = ("kill", "stop", "restart")
 JOB_TIMEOUT = 180.0
 T = TypeVar("T")
@@ -66,6 +70,7 @@ class Row:
     targets: int
     lost: int
     twice: int
+    worker_lost: int
     recovery: str
 
 
@@ -103,15 +108,17 @@ def settle(job: BatchJob) -> None:
         time.sleep(0.2)
 
 
-def ledger(job: BatchJob, deployment: Deployment) -> tuple[int, int]:
-    """(targets that never ended, targets whose end was logged more than once)."""
+def ledger(job: BatchJob, deployment: Deployment) -> tuple[int, int, int]:
+    """(targets that never ended, targets whose end was logged more than once, worker_lost ends)."""
     from batch.models import BatchTarget
 
-    ended = patiently(lambda: BatchTarget.objects.filter(job=job, status__in=("done", "failed")).count())
+    targets = BatchTarget.objects.filter(job=job)
+    ended = patiently(lambda: targets.filter(status__in=("done", "failed")).count())
+    worker_lost = patiently(lambda: targets.filter(outcome="worker_lost").count())
     logged = Counter(
         re.findall(rf"job {job.pk} target (\d+) (?:done|failed) outcome=", deployment.log("cluster"))
     )
-    return job.targets_total - ended, sum(1 for n in logged.values() if n > 1)
+    return job.targets_total - ended, sum(1 for n in logged.values() if n > 1), worker_lost
 
 
 # --- calls.log of the scripted fetch: who is fetching what, and since when --------------------
@@ -168,19 +175,19 @@ def kill_workers(caller: ApiKey, deployment: Deployment, tmp: Path, kills: int) 
     # A target killed three times ends worker_lost and has no next start.
     starts = [(next_start(tmp, url, at), at) for url, at in killed]
     waits = [start - at for start, at in starts if start is not None]
-    lost, twice = ledger(job, deployment)
+    lost, twice, worker_lost = ledger(job, deployment)
     deployment.stop("cluster")
     recovery = (
         f"killed target claimed again after median {statistics.median(waits):.1f} s, max {max(waits):.1f} s"
     )
-    return Row(f"SIGKILL worker x{kills}", job.targets_total, lost, twice, recovery)
+    return Row(f"SIGKILL worker x{kills}", job.targets_total, lost, twice, worker_lost, recovery)
 
 
 def stop_group(caller: ApiKey, deployment: Deployment, tmp: Path) -> Row:
     from batch.models import BatchTarget
     from batch.supervisor import session_processes
 
-    job = submit(caller, "stop", ["sleep=20", "sleep=2", *[f"sleep=0.5&i={i}" for i in range(6)]])
+    job = submit(caller, "stop", ["sleep=12", "sleep=2", *[f"sleep=0.5&i={i}" for i in range(6)]])
     deployment.start_cluster()
     process = deployment.processes.pop("cluster")
     wait(lambda: len(in_flight(tmp, 0)) == 2)
@@ -195,13 +202,13 @@ def stop_group(caller: ApiKey, deployment: Deployment, tmp: Path) -> Row:
     resumed = wait(lambda: next((at for _, _, at in in_flight(tmp, restarted)), None)) - restarted
     settle(job)
     job.refresh_from_db()
-    lost, twice = ledger(job, deployment)
+    lost, twice, worker_lost = ledger(job, deployment)
     deployment.stop("cluster")
     recovery = (
         f"stopped in {stopped:.1f} s ({stored} stored, {released} released); "
         f"resumed {resumed:.1f} s after start"
     )
-    return Row("SIGTERM group", job.targets_total, lost, twice, recovery)
+    return Row("SIGTERM group", job.targets_total, lost, twice, worker_lost, recovery)
 
 
 def _qcluster_left() -> bool:
@@ -235,12 +242,12 @@ def restart_database(caller: ApiKey, deployment: Deployment, tmp: Path, restart:
     )
     settle(job)
     job.refresh_from_db()
-    lost, twice = ledger(job, deployment)
+    lost, twice, worker_lost = ledger(job, deployment)
     deployment.stop_all()
     recovery = (
         f"/healthz db ok {healthy:.1f} s after the restart began; next target stored after {stored:.1f} s"
     )
-    return Row("PostgreSQL restart", job.targets_total, lost, twice, recovery)
+    return Row("PostgreSQL restart", job.targets_total, lost, twice, worker_lost, recovery)
 
 
 def _db_ok(deployment: Deployment) -> bool:
@@ -293,7 +300,13 @@ def bench(args: argparse.Namespace) -> None:
                 fault = faults[name]
                 workdir = tmp / name
                 workdir.mkdir()
-                deployment = Deployment(workdir, {**settings, "SIFT_TEST_FETCH_DIR": str(workdir)})
+                lease = STOP_LEASE_SECONDS if name == "stop" else LEASE_SECONDS
+                env_here = {
+                    **settings,
+                    "SIFT_BATCH_CLAIM_LEASE": f"{lease}s",
+                    "SIFT_TEST_FETCH_DIR": str(workdir),
+                }
+                deployment = Deployment(workdir, env_here)
                 try:
                     rows.append(fault(deployment, workdir))
                 finally:
@@ -306,9 +319,10 @@ def bench(args: argparse.Namespace) -> None:
 
 
 def print_table(rows: list[Row]) -> None:
-    print(f"{'fault':<20} {'targets':>7} {'lost':>5} {'twice':>5}  recovery")
+    print(f"{'fault':<20} {'targets':>7} {'lost':>5} {'twice':>5} {'w_lost':>6}  recovery")
     for row in rows:
-        print(f"{row.fault:<20} {row.targets:>7} {row.lost:>5} {row.twice:>5}  {row.recovery}")
+        counts = f"{row.targets:>7} {row.lost:>5} {row.twice:>5} {row.worker_lost:>6}"
+        print(f"{row.fault:<20} {counts}  {row.recovery}")
 
 
 def main() -> int:
