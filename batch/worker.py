@@ -407,6 +407,8 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
             if not database_went_away(error):
                 raise
             log.warning("drain: the database is unavailable; waiting for it", exc_info=True)
+            with IN_FLIGHT.lock:
+                IN_FLIGHT.claim = None  # if one was taken, it is given back below
             if wait_for_database(deadline):
                 release_unanswered_claim(now)
     return ran
