@@ -12,6 +12,8 @@ class BatchConfig(AppConfig):
         # Imported here: both need the app registry, which is ready only now.
         from django_q.signals import post_spawn  # noqa: PLC0415
 
+        from batch import stopping  # noqa: PLC0415
         from batch.heartbeat import start_heartbeat  # noqa: PLC0415
 
         post_spawn.connect(start_heartbeat, dispatch_uid="sift-heartbeat")
+        post_spawn.connect(stopping.install, dispatch_uid="sift-stopping")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -54,6 +55,10 @@ TOO_BIG_FAILURE = {
     "error": "the result is larger than the service stores",
     "hint": "Narrow the target (pages, grep, question, jq) so its result is smaller.",
 }
+RECONNECT_SECONDS = 0.5
+# What a database restart looks like from here: the server went away, or the connection broke.
+DATABASE_GONE = (OperationalError, InterfaceError)
+LOST_CONNECTION_STATES = ("57P01", "57P02", "57P03")  # admin shutdown, crash shutdown, starting up
 
 
 @dataclass(frozen=True)
@@ -210,7 +215,9 @@ def run_claim(claim: Claim, fetch: FetchFunc) -> None:
         _retry_or_give_up(claim, busy)
     except TargetFailed as failed:
         _finish(claim, TargetStatus.FAILED, outcome=failed.outcome, error=failed.error, hint=failed.hint)
-    except Exception:
+    except Exception as error:
+        if connection_lost(error):
+            raise  # the drain waits for the database and runs the claim again while it is ours
         log.exception("job %s target %d: the fetch function raised", claim.job_id, claim.idx)
         _finish(claim, TargetStatus.FAILED, **INTERNAL_FAILURE)
     else:
@@ -229,7 +236,9 @@ def _finish(claim: Claim, status: str, *, result: object = None, **failure: str)
         with transaction.atomic():
             stored = finish_target(claim, status, result=result, **failure)
             _release_slot(claim)
-    except Exception:
+    except Exception as error:
+        if connection_lost(error):
+            raise  # not a value the database refused: the drain waits and stores it again
         log.exception("job %s target %d: storing its end failed", claim.job_id, claim.idx)
         stored = _finish_internal(claim)
     if stored:
@@ -250,7 +259,9 @@ def _finish_internal(claim: Claim) -> bool:
         with transaction.atomic():
             stored = finish_target(claim, TargetStatus.FAILED, **INTERNAL_FAILURE)
             _release_slot(claim)
-    except Exception:
+    except Exception as error:
+        if connection_lost(error):
+            raise
         log.exception("job %s target %d: storing internal failed as well", claim.job_id, claim.idx)
         stored = False
         try:
@@ -356,7 +367,9 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
     wait = _retry_wait(busy.wait)
     try:
         _store_retry(claim, now, wait)
-    except Exception:
+    except Exception as error:
+        if connection_lost(error):
+            raise
         log.exception("job %s target %d: storing the retry failed", claim.job_id, claim.idx)
         if _finish_internal(claim):
             _evict_after(claim)
@@ -430,6 +443,23 @@ def recover_lost_claims(now: datetime | None = None) -> int:
 # --- the drain loop --------------------------------------------------------------------------
 
 
+class InFlight:
+    """The claim this process is working on, and whether it may take another.
+
+    The drain records each claim under ``lock``, and a stop (``batch/stopping.py``) sets
+    ``stopping`` under the same lock: a claim is either recorded before the stop looks at it or
+    never taken, so a stop always knows what to give back.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.claim: Claim | None = None
+
+
+IN_FLIGHT = InFlight()
+
+
 def has_unfinished_work() -> bool:
     return BatchTarget.objects.filter(
         status__in=(TargetStatus.PENDING, TargetStatus.RUNNING), job__status__in=LIVE_STATUSES
@@ -442,19 +472,151 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
     While targets wait (busy retries, or every slot taken), poll; a new claim starts only
     within the budget, so the task ends before django-q2's timeout would kill it. With two
     workers, the first claim makes sure a drain is queued for the other worker process too,
-    whoever queued this one.
+    whoever queued this one. A stop ends the loop before the next claim; the database going
+    away (a restart) pauses it until the database answers again.
     """
     deadline = time.monotonic() + budget
     ran = 0
     while time.monotonic() < deadline:
-        claim = claim_next_target()
-        if claim is not None:
-            if ran == 0 and settings.SIFT_BATCH_WORKERS > 1:
-                queue.wake_workers()
-            run_claim(claim, fetch)
-            ran += 1
-        elif has_unfinished_work():
-            time.sleep(IDLE_POLL_SECONDS)
-        else:
-            break
+        now = timezone.now()
+        try:
+            claim = _claim_unless_stopping(now)
+            if claim is not None:
+                if ran == 0 and settings.SIFT_BATCH_WORKERS > 1:
+                    queue.wake_workers()
+                _run_to_its_end(claim, fetch)
+                ran += 1
+            elif not IN_FLIGHT.stopping and has_unfinished_work():
+                time.sleep(IDLE_POLL_SECONDS)
+            else:
+                break
+        except DATABASE_GONE as error:
+            if not database_went_away(error):
+                raise
+            log.warning("drain: the database is unavailable; waiting for it", exc_info=True)
+            with IN_FLIGHT.lock:
+                IN_FLIGHT.claim = None  # if one was taken, it is given back below
+            if wait_for_database(deadline):
+                release_unanswered_claim(now)
     return ran
+
+
+def _claim_unless_stopping(now: datetime) -> Claim | None:
+    with IN_FLIGHT.lock:
+        if IN_FLIGHT.stopping:
+            return None
+        IN_FLIGHT.claim = claim_next_target(now)
+        return IN_FLIGHT.claim
+
+
+def _run_to_its_end(claim: Claim, fetch: FetchFunc) -> None:
+    """Run the claim; if the database went away before its end was stored, run it again.
+
+    Only while the claim is still ours (still ``running`` at our attempt) once the database
+    answers again: a store that did commit before the connection broke, or a lease that ran
+    out meanwhile, makes it someone else's, and the conditional store drops any late answer.
+    """
+    lease_end = time.monotonic() + settings.SIFT_BATCH_CLAIM_LEASE
+    try:
+        while True:
+            try:
+                run_claim(claim, fetch)
+                return
+            except DATABASE_GONE as error:
+                if not database_went_away(error):
+                    raise
+                log.warning("job %s target %d: the database went away; retrying", claim.job_id, claim.idx)
+                if not wait_for_database(lease_end) or time.monotonic() > lease_end or not _still_ours(claim):
+                    return
+    finally:
+        with IN_FLIGHT.lock:
+            IN_FLIGHT.claim = None
+
+
+def _still_ours(claim: TargetRef) -> bool:
+    return BatchTarget.objects.filter(
+        pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
+    ).exists()
+
+
+def database_went_away(error: Exception) -> bool:
+    """Did this error come from a lost connection, rather than one statement refused?
+
+    A statement the server refuses on a healthy connection (a timeout, a row too large, a
+    deadlock) would fail again the same way; only a lost connection is worth waiting for.
+    PostgreSQL names a lost or refused connection with SQLSTATE class 08 or a shutdown (57P01
+    to 57P03); psycopg gives none when the socket itself broke. SQLite never goes away.
+    """
+    if isinstance(error, InterfaceError):
+        return True
+    sqlstate = getattr(error.__cause__, "sqlstate", None)
+    if sqlstate is not None:
+        return bool(sqlstate.startswith("08") or sqlstate in LOST_CONNECTION_STATES)
+    return connection.vendor == "postgresql"
+
+
+def connection_lost(error: Exception) -> bool:
+    """Is ``error`` the database going away (worth waiting for), not a statement it refused?"""
+    return isinstance(error, DATABASE_GONE) and database_went_away(error)
+
+
+def wait_for_database(until: float) -> bool:
+    """Reconnect every half second until the database answers (``True``) or ``until`` passes."""
+    while True:
+        connection.close()  # a broken connection is never reused; a new one is made on demand
+        try:
+            connection.ensure_connection()
+            return True
+        except DATABASE_GONE:
+            if time.monotonic() >= until:
+                return False
+            time.sleep(RECONNECT_SECONDS)
+
+
+def release_unanswered_claim(claimed_at: datetime) -> int:
+    """Give back a claim this drain took at ``claimed_at`` but never heard of.
+
+    The connection can break after the server committed a claim and before its answer arrived:
+    the target is ``running`` and nobody runs it. ``started_at`` is the claim's own timestamp,
+    to the microsecond, so it names this drain's claim and no other.
+    """
+    released = 0
+    running = BatchTarget.objects.filter(status=TargetStatus.RUNNING, started_at=claimed_at)
+    for target_id in running.values_list("pk", flat=True):
+        with transaction.atomic():
+            if running.filter(pk=target_id).update(
+                status=TargetStatus.PENDING, lease_until=None, not_before=None
+            ):
+                WorkerSlot.objects.filter(target_id=target_id).update(target=None, lease_until=None)
+                released += 1
+    if released:
+        log.warning("drain: gave back %d claim(s) whose commit was never answered", released)
+    return released
+
+
+# --- stopping --------------------------------------------------------------------------------
+
+
+def stop_claiming(wait: float) -> None:
+    """No new claim in this process from now on (the claim in flight, if any, goes on)."""
+    acquired = IN_FLIGHT.lock.acquire(timeout=wait)
+    IN_FLIGHT.stopping = True
+    if acquired:
+        IN_FLIGHT.lock.release()
+
+
+def release_claim(claim: Claim) -> bool:
+    """Give a claim back for an immediate retry: its worker is stopping, not lost.
+
+    The target goes back to ``pending`` with ``lost_leases`` unchanged, so a stop never counts
+    toward ``worker_lost``. Conditional like every store: a result that committed first wins
+    and nothing is released.
+    """
+    with transaction.atomic():
+        released = BatchTarget.objects.filter(
+            pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
+        ).update(status=TargetStatus.PENDING, lease_until=None, not_before=None)
+        _release_slot(claim)
+    if released:
+        log.info("job %s target %d released for a retry: the worker is stopping", claim.job_id, claim.idx)
+    return bool(released)

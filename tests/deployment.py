@@ -79,7 +79,8 @@ class Deployment:
         )
 
     def start_cluster(self, name: str = "cluster") -> None:
-        self._spawn(name, [sys.executable, "manage.py", "qcluster"])
+        # As the Procfile does: qcluster under the supervisor that can always stop it.
+        self._spawn(name, [sys.executable, "manage.py", "run_cluster"])
 
     def start_web(self, workers: int = 2) -> None:
         gunicorn = str(Path(sys.executable).parent / "gunicorn")
@@ -134,7 +135,7 @@ class Deployment:
         process = self.processes.pop(name, None)
         if process is None or process.poll() is not None:
             return
-        # Signal the main process only: qcluster and gunicorn stop their children in order.
+        # Signal the main process only: run_cluster and gunicorn stop their children in order.
         process.send_signal(sig)
         try:
             process.wait(timeout)
