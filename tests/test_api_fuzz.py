@@ -26,7 +26,7 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 
-from batch import runner
+from batch import waits
 from batch.api import api
 from batch.fetch import guard
 from batch.models import ApiKey, BatchJob, hash_key
@@ -80,9 +80,9 @@ def fuzz_caller(transactional_db: None, settings: Any, monkeypatch: pytest.Monke
     settings.SIFT_BATCH_JOBS_TOTAL = 10_000
     monkeypatch.setattr(guard, "resolve", numeric_only)
     # No cluster runs here, so a job never finishes and every ?wait= would run to its end.
-    real_get_job = runner.get_job
+    real_wait = waits.until_finished
     monkeypatch.setattr(
-        runner, "get_job", lambda caller, job_id, wait=0: real_get_job(caller, job_id, wait=min(wait, 0.1))
+        waits, "until_finished", lambda caller, job, seconds: real_wait(caller, job, min(seconds, 0.1))
     )
     signals.request_started.disconnect(close_old_connections)
     signals.request_finished.disconnect(close_old_connections)

@@ -29,7 +29,7 @@ ARTICLE = (
 
 # Run in a fresh interpreter, so that its peak RSS is this one extraction's and nothing else's.
 MEASURE = """
-import json, os, resource, sys
+import json, os, sys
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 import django
 django.setup()
@@ -59,7 +59,9 @@ print(json.dumps({
     "bytes": len(body),
     "content": result.content,
     "title": result.title,
-    "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over an exec, so a child of a large pytest
+    # process would report pytest's own peak.
+    "peak_kib": next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")),
     "trafilatura_loaded": "trafilatura" in sys.modules or "lxml.html" in sys.modules,
 }))
 """
