@@ -14,16 +14,11 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-# The fetch pipeline's tables are registered with this app; nothing in them knows about jobs.
-from batch.fetch.models import CachedDocument, FetchSlot
-
 __all__ = [
     "ApiKey",
     "BatchJob",
     "BatchTarget",
-    "CachedDocument",
     "ClusterHeartbeat",
-    "FetchSlot",
     "WorkerSlot",
 ]
 
