@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from batch.targets import Target
+from batch.fetch.targets import Target
 from batch.worker import Caller, Result, RetryLater, TargetFailed
 
 
