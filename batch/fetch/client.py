@@ -1,4 +1,4 @@
-"""The one way out to upstream sites (SPEC §5.1, §5.2): ``download(url) -> Download``.
+"""The one way out to upstream sites (docs/fetch-client.md): ``download(url) -> Download``.
 
 Every hop goes through ``guard.check_url`` and then to one of the addresses the guard vetted:
 urllib3 is handed the IP address as the host, while ``server_hostname`` carries the URL's host

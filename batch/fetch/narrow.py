@@ -1,4 +1,4 @@
-"""Narrowing extracted text to what the agent asked for (SPEC §5.4): grep lines, question passages.
+"""Narrowing extracted text to what the agent asked for: grep lines, question passages.
 
 grep output numbers every line by its place in the extracted text: ``12: text`` for a matching
 line, ``12- text`` for a context line (as GNU grep does with ``:`` and ``-``), and ``--`` between

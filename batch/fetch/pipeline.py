@@ -1,4 +1,4 @@
-"""One target in, one envelope out (SPEC §5): cache, gate, guarded download, extraction.
+"""One target in, one envelope out (docs/fetch-pipeline.md): cache, gate, guarded download, extraction.
 
 ``fetch`` is what ``/v1/fetch`` calls and what the batch adapter calls for each target, so a
 batch is exactly many interactive fetches run by the workers. It raises only ``FetchError``.
@@ -21,7 +21,7 @@ from batch.fetch.models import CachedDocument
 from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import Target
 
-# Failures after which `recover: true` serves the last copy (SPEC §5.6).
+# Failures after which `recover: true` serves the last copy.
 RECOVERABLE = frozenset({Outcome.TIMEOUT, Outcome.UPSTREAM_5XX})
 # Extraction ends by the fetch deadline counted from the start of the request, or this long after
 # the download, whichever is later: a download that used the whole deadline still leaves the
