@@ -1,7 +1,7 @@
 """The JSON API under ``/v1`` (docs/api.md): the NinjaAPI instance and its routers.
 
-``auth`` says who calls, ``parser`` reads the body, ``validation`` turns raw targets into
-``Target``\\ s, ``batches`` and ``fetches`` are the endpoints, ``errors`` the one envelope every
+``auth`` says who calls, ``parser`` reads the body, ``validation`` parses raw targets,
+``batches`` and ``fetches`` are the endpoints, ``errors`` the one envelope every
 error leaves as, ``openapi`` what the schema says beyond django-ninja.
 """
 

@@ -1,4 +1,4 @@
-"""Raw targets from a request body (REST or MCP) become ``Target``\\ s here, or a refusal.
+"""Raw targets from a request body (REST or MCP) become parsed targets here, or a refusal.
 
 The API edge is the one place request bodies are validated: the runner and the pipeline only
 ever see parsed targets.

@@ -254,7 +254,8 @@ _VALIDATORS = {name: Draft202012Validator(tool.input_schema) for name, tool in T
 def check_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     """The arguments without nulls (a model may send null for "not given"), or ``invalid_request``.
 
-    A bad batch target is left to the runner, which names its index and field as the REST API does.
+    A bad batch target is left to ``batch.api.validation``, which names its index and field as
+    the REST API does.
     """
     given = {name: value for name, value in arguments.items() if value is not None}
     errors = [e for e in _VALIDATORS[tool.name].iter_errors(given) if not _inside_a_target(e)]
