@@ -44,6 +44,7 @@ check: $(VENV)/.installed $(SECRET_KEY_FILE)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) var staticfiles db.sqlite3*

@@ -1,15 +1,16 @@
-"""The production ``FetchFunc`` of batch jobs: the fetch pipeline, in the worker's terms (SPEC §1).
+"""The production ``FetchFunc`` of batch jobs: the fetch pipeline, in the worker's terms.
 
-This is the one module that knows both sides: a batch target is fetched exactly as
-``/v1/fetch`` would fetch it, and the pipeline's ``FetchError`` becomes the worker's busy retry
-or the target's error, hint and outcome.
+This is the one module that knows both sides (docs/architecture.md): a batch target is fetched
+exactly as ``/v1/fetch`` would fetch it, and the pipeline's ``FetchError`` becomes the worker's
+busy retry or the target's error, hint and outcome.
 """
 
 from __future__ import annotations
 
 from batch.fetch import cache, pipeline
 from batch.fetch.errors import FetchError
-from batch.targets import Target
+from batch.fetch.outcomes import Outcome
+from batch.fetch.targets import Target
 from batch.worker import Caller, Result, RetryLater, TargetFailed
 
 
@@ -17,7 +18,7 @@ def fetch_target(caller: Caller, target: Target) -> Result:
     try:
         envelope = pipeline.fetch(target, partition=cache.partition_for(caller.name, caller.caller_class))
     except FetchError as exc:
-        if exc.outcome == "busy":
+        if exc.outcome == Outcome.BUSY:
             raise RetryLater(exc.message, wait=exc.retry_after) from None
         raise TargetFailed(exc.outcome, exc.message, exc.hint) from None
     content = envelope.pop("content")

@@ -1,4 +1,4 @@
-"""The staff console (SPEC §8): jobs and their targets read-only, cancel and delete, API keys.
+"""The staff console (docs/admin.md): jobs and their targets read-only, cancel and delete, API keys.
 
 Nothing here changes a job's state by itself: cancelling goes through ``runner.cancel``, the
 function ``DELETE /v1/batch/{id}`` uses, and keys are issued by ``ApiKey.issue``, as the

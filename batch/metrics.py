@@ -1,4 +1,4 @@
-"""The ``sift_*`` Prometheus series (SPEC §6).
+"""The ``sift_*`` Prometheus series (docs/metrics.md).
 
 Counters and histograms are plain prometheus_client metrics; with ``PROMETHEUS_MULTIPROC_DIR``
 set (the Makefile and the Procfile environment set it) every process — gunicorn workers and

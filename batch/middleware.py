@@ -1,4 +1,4 @@
-"""Refuse oversized request bodies before anything reads them (SPEC §4: 413 over 128 KiB)."""
+"""Refuse oversized request bodies before anything reads them (413 over ``SIFT_MAX_REQUEST_BYTES``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from batch.errors import error_json
+from batch.errors import Refusal, error_json
 
 
 class RequestSizeLimitMiddleware:
@@ -18,12 +18,11 @@ class RequestSizeLimitMiddleware:
         declared = request.META.get("CONTENT_LENGTH") or "0"
         if not (declared.isascii() and declared.isdigit()):  # isdigit alone accepts "²"
             return error_json(
-                400, "invalid_request", "Content-Length is not a number", "Send a valid Content-Length."
+                Refusal.INVALID_REQUEST, "Content-Length is not a number", "Send a valid Content-Length."
             )
         if int(declared) > settings.SIFT_MAX_REQUEST_BYTES:
             return error_json(
-                413,
-                "too_large",
+                Refusal.TOO_LARGE,
                 f"the request body is larger than {settings.SIFT_MAX_REQUEST_BYTES} bytes",
                 "Send fewer or shorter targets per request.",
             )
@@ -42,8 +41,7 @@ class JsonMethodNotAllowedMiddleware:
             return response
         allowed = response.get("Allow", "")
         wrapped = error_json(
-            405,
-            "method_not_allowed",
+            Refusal.METHOD_NOT_ALLOWED,
             f"{request.method} is not allowed on {request.path}",
             f"Use one of: {allowed}." if allowed else "See /v1/docs.",
         )

@@ -1,4 +1,4 @@
-"""Callers, jobs and targets (SPEC §2, §3.1).
+"""Callers, jobs and targets (docs/api.md, docs/workers.md).
 
 The database constraints make impossible states impossible: a status outside its set, two
 targets at one index, counters that disagree, a finished job without ``finished_at``.
@@ -14,16 +14,13 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-# The fetch pipeline's tables are registered with this app; nothing in them knows about jobs.
-from batch.fetch.models import CachedDocument, FetchSlot
+from batch.fetch.outcomes import Outcome
 
 __all__ = [
     "ApiKey",
     "BatchJob",
     "BatchTarget",
-    "CachedDocument",
     "ClusterHeartbeat",
-    "FetchSlot",
     "WorkerSlot",
 ]
 
@@ -90,7 +87,7 @@ class JobStatus(models.TextChoices):
 
 LIVE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING)
 FINISHED_STATUSES = (JobStatus.DONE, JobStatus.PARTIAL, JobStatus.FAILED, JobStatus.CANCELLED)
-# A job with one of these statuses answers a repeated submit (SPEC §3.2 step 3).
+# A job with one of these statuses answers a repeated submit with the same targets.
 REUSABLE_STATUSES = (JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.DONE, JobStatus.PARTIAL)
 
 
@@ -101,20 +98,8 @@ class TargetStatus(models.TextChoices):
     FAILED = "failed", "failed"
 
 
-class Outcome(models.TextChoices):
-    """Why a target failed (SPEC §5.8); a successful target has none."""
-
-    INVALID_REQUEST = "invalid_request", "invalid_request"
-    BLOCKED = "blocked", "blocked"
-    UNSUPPORTED = "unsupported", "unsupported"
-    TOO_LONG = "too_long", "too_long"
-    BUSY = "busy", "busy"
-    UPSTREAM_4XX = "upstream_4xx", "upstream_4xx"
-    UPSTREAM_5XX = "upstream_5xx", "upstream_5xx"
-    TIMEOUT = "timeout", "timeout"
-    FILTER_TIMEOUT = "filter_timeout", "filter_timeout"
-    WORKER_LOST = "worker_lost", "worker_lost"
-    INTERNAL = "internal", "internal"
+# A target's outcome, from the one table of outcomes; the label of each is its code too.
+OUTCOME_CHOICES = [(outcome.value, outcome.value) for outcome in Outcome]
 
 
 class SubmitLock(models.Model):
@@ -143,7 +128,7 @@ class BatchJob(models.Model):
     lease = models.DateTimeField()
     n_bytes = models.BigIntegerField(default=0)
     idem_key = models.CharField(max_length=64)
-    # When a worker last took a target of this job: the round-robin turn (SPEC §3.4).
+    # When a worker last took a target of this job: the round-robin turn (docs/workers.md).
     served_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -195,12 +180,12 @@ class BatchTarget(models.Model):
     error = models.TextField(blank=True, default="")
     hint = models.TextField(blank=True, default="")
     # NULL, not "", is "no outcome": the constraints below test it with IS NULL.
-    outcome = models.CharField(max_length=32, choices=Outcome.choices, null=True, blank=True)  # noqa: DJ001
+    outcome = models.CharField(max_length=32, choices=OUTCOME_CHOICES, null=True, blank=True)  # noqa: DJ001
     attempts = models.PositiveIntegerField(default=0)
-    # Claims whose lease ran out before the worker stored anything: a worker died (SPEC §3.4).
+    # Claims whose lease ran out before the worker stored anything: a worker died.
     lost_leases = models.PositiveSmallIntegerField(default=0)
     n_bytes = models.BigIntegerField(default=0)
-    # Scheduling state (SPEC §3.4): a busy target waits until ``not_before``; a claimed one
+    # Scheduling state (docs/workers.md): a busy target waits until ``not_before``; a claimed one
     # belongs to its worker until ``lease_until``; ``busy_since`` starts the RETRY_FOR clock.
     not_before = models.DateTimeField(null=True, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
@@ -219,7 +204,8 @@ class BatchTarget(models.Model):
             models.UniqueConstraint(fields=["job", "idx"], name="target_one_per_job_idx"),
             models.CheckConstraint(condition=Q(status__in=TargetStatus.values), name="target_status_valid"),
             models.CheckConstraint(
-                condition=Q(outcome__isnull=True) | Q(outcome__in=Outcome.values), name="target_outcome_valid"
+                condition=Q(outcome__isnull=True) | Q(outcome__in=[o.value for o in Outcome]),
+                name="target_outcome_valid",
             ),
             models.CheckConstraint(
                 condition=~Q(status=TargetStatus.DONE) | Q(result__isnull=False, outcome__isnull=True),
@@ -240,7 +226,7 @@ class BatchTarget(models.Model):
 
 
 class WorkerSlot(models.Model):
-    """One of the ``WORKERS`` places a target can be fetched in, deployment-wide (SPEC §3.4).
+    """One of the ``WORKERS`` places a target can be fetched in, deployment-wide (docs/workers.md).
 
     A worker owns a slot by writing its target into it under a row lock; a slot whose lease
     ran out belonged to a dead worker and is free again.
@@ -260,7 +246,7 @@ class WorkerSlot(models.Model):
 
 
 class ClusterHeartbeat(models.Model):
-    """Written by every live cluster worker process; ``/healthz`` reads it (SPEC §4)."""
+    """Written by every live cluster worker process; ``/healthz`` reads it."""
 
     name = models.CharField(max_length=200, unique=True)
     seen_at = models.DateTimeField()

@@ -1,13 +1,17 @@
-"""The job lifecycle: submit, read, cancel, sweep and evict (SPEC §3).
+"""The job lifecycle: submit, read, cancel, sweep and evict (docs/workers.md, docs/api.md).
 
-Nothing here knows about HTTP or the fetch pipeline. Every state change is a conditional
-UPDATE or happens under row locks inside a short transaction, so concurrent web and worker
-processes never decide on a stale read.
+Nothing here knows about HTTP or the fetch pipeline: targets arrive parsed and validated
+(``batch/api/validation.py``). Every state change is a conditional UPDATE or happens under row
+locks inside a short transaction, so concurrent web and worker processes never decide on a
+stale read.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,7 +21,9 @@ from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
 from batch import metrics, queue
-from batch.errors import Refused
+from batch.errors import Refusal, Refused
+from batch.fetch.outcomes import RetryAfter
+from batch.fetch.targets import Target
 from batch.models import (
     FINISHED_STATUSES,
     LIVE_STATUSES,
@@ -28,14 +34,11 @@ from batch.models import (
     JobStatus,
     SubmitLock,
 )
-from batch.targets import InvalidTarget, Target, idempotency_key, parse_target, parse_targets
 
 log = logging.getLogger(__name__)
 
 # Finished jobs one count eviction deletes at most; a finish adds one, so one round keeps up.
 EVICT_CHUNK = 500
-# How long an agent refused for capacity should wait before asking again.
-BUSY_RETRY_AFTER = 5
 
 
 @dataclass(frozen=True)
@@ -61,47 +64,14 @@ def _ttl() -> timedelta:
     return timedelta(seconds=settings.SIFT_BATCH_TTL)
 
 
-def validate_targets(raw_targets: list[object]) -> list[Target]:
-    """Refuse an empty, oversized or invalid submission before touching the database.
-
-    The cheap checks (count) come before any per-target validation, which compiles programs.
-    """
-    if not raw_targets:
-        raise Refused("no_targets", "the submission has no targets", 'Send {"targets": ["https://..."]}.')
-    limit = settings.SIFT_BATCH_TARGETS_PER_JOB
-    if len(raw_targets) > limit:
-        raise Refused(
-            "too_many_targets",
-            f"{len(raw_targets)} targets is more than the {limit} a job may hold",
-            f"Split the targets into jobs of at most {limit}.",
-        )
-    try:
-        return parse_targets(raw_targets)
-    except InvalidTarget as exc:
-        raise Refused(
-            "invalid_request",
-            f"{exc.field}: {exc.message}",
-            exc.hint,
-            details=[{"index": exc.index, "field": exc.field, "message": exc.message}],
-        ) from None
+def idempotency_key(caller_name: str, targets: Sequence[Target]) -> str:
+    """SHA-256 of caller name, NUL, and the canonical JSON of the targets (docs/api.md)."""
+    canonical = json.dumps([t.to_dict() for t in targets], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{caller_name}\x00{canonical}".encode()).hexdigest()
 
 
-def validate_target(raw_target: object) -> Target:
-    """One target, for ``/v1/fetch``: the same validation as a batch target, naming the field."""
-    try:
-        return parse_target(raw_target)
-    except InvalidTarget as exc:
-        raise Refused(
-            "invalid_request",
-            f"{exc.field}: {exc.message}",
-            exc.hint,
-            details=[{"field": exc.field, "message": exc.message}],
-        ) from None
-
-
-def submit(caller: ApiKey, raw_targets: list[object]) -> Submitted:
-    """Store a job for ``caller``, or answer the live twin it already has (SPEC §3.2, §3.3)."""
-    targets = validate_targets(raw_targets)
+def submit(caller: ApiKey, targets: Sequence[Target]) -> Submitted:
+    """Store a job of validated ``targets`` for ``caller``, or answer the live twin it already has."""
     idem_key = idempotency_key(caller.name, targets)
     with transaction.atomic():
         # Locks are always taken in the same order, caller row then the global row, so two
@@ -156,18 +126,18 @@ def _check_caps(caller: ApiKey, n_targets: int, now: datetime) -> None:
     # Counting stops at the cap: a COUNT over a LIMIT costs the same however many jobs are live.
     if _live_jobs(now).filter(caller=caller)[:per_caller].count() >= per_caller:
         raise Refused(
-            "caller_busy",
+            Refusal.CALLER_BUSY,
             f"you already have {settings.SIFT_BATCH_JOBS_PER_CALLER} live job(s)",
             "Wait for your live job to finish (GET /v1/batch/{id}?wait=30) or cancel it, then submit again.",
-            retry_after=BUSY_RETRY_AFTER,
+            retry_after=RetryAfter.JOBS,
         )
     _lock_submit_row()
     if _live_jobs(now)[: settings.SIFT_BATCH_JOBS_TOTAL].count() >= settings.SIFT_BATCH_JOBS_TOTAL:
         raise Refused(
-            "jobs_busy",
+            Refusal.JOBS_BUSY,
             "the service is running as many jobs as it may",
             "Submit again after Retry-After seconds.",
-            retry_after=BUSY_RETRY_AFTER,
+            retry_after=RetryAfter.JOBS,
         )
 
 
@@ -185,7 +155,9 @@ def get_job(caller: ApiKey, job_id: str) -> BatchJob:
     """
     job = BatchJob.objects.filter(pk=job_id, caller=caller).first()
     if job is None:
-        raise Refused("not_found", f"no job {job_id}", "Check the job id; jobs are deleted after their TTL.")
+        raise Refused(
+            Refusal.NOT_FOUND, f"no job {job_id}", "Check the job id; jobs are deleted after their TTL."
+        )
     touch(job)
     return job
 
@@ -193,12 +165,12 @@ def get_job(caller: ApiKey, job_id: str) -> BatchJob:
 def get_target(caller: ApiKey, job_id: str, idx: int) -> BatchTarget:
     target = get_job(caller, job_id).targets.filter(idx=idx).first()
     if target is None:
-        raise Refused("not_found", f"job {job_id} has no target {idx}", "Targets are numbered from 0.")
+        raise Refused(Refusal.NOT_FOUND, f"job {job_id} has no target {idx}", "Targets are numbered from 0.")
     return target
 
 
 def touch(job: BatchJob, now: datetime | None = None) -> None:
-    """Bump the lease: a job its owner reads stays alive for another TTL (SPEC §3.6)."""
+    """Bump the lease: a job its owner reads stays alive for another TTL."""
     job.lease = now or timezone.now()
     BatchJob.objects.filter(pk=job.pk).update(lease=job.lease)
 
@@ -242,7 +214,7 @@ def cancel_for_caller(caller: ApiKey, job_id: str) -> BatchJob:
     job = get_job(caller, job_id)
     if not cancel(job):
         raise Refused(
-            "already_finished",
+            Refusal.ALREADY_FINISHED,
             f"job {job.id} is already {job.status}",
             "Nothing to cancel; read its results with GET /v1/batch/{id}.",
         )
@@ -264,7 +236,7 @@ def _delete_jobs(job_ids: list[str]) -> Removed:
 
 
 def sweep_expired_jobs(now: datetime | None = None) -> Removed:
-    """Delete every job whose lease is older than TTL, with its targets (SPEC §3.6)."""
+    """Delete every job whose lease is older than TTL, with its targets."""
     cutoff = (now or timezone.now()) - _ttl()
     removed = _delete_jobs(list(BatchJob.objects.filter(lease__lt=cutoff).values_list("pk", flat=True)))
     if removed.jobs:

@@ -15,7 +15,8 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from batch.errors import error_json
+from batch.errors import Refusal, error_json
+from batch.fetch.outcomes import Outcome
 from batch.metrics import QueueCollector
 from batch.models import ClusterHeartbeat
 
@@ -39,8 +40,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text: every process's counters (multi-process mode) and the queue gauges."""
     if settings.SIFT_METRICS_TOKEN and not _scrape_authorised(request, settings.SIFT_METRICS_TOKEN):
         response = error_json(
-            401,
-            "unauthorized",
+            Refusal.UNAUTHORIZED,
             "missing or wrong metrics token",
             "Send Authorization: Bearer <SIFT_METRICS_TOKEN>; see docs/metrics.md.",
         )
@@ -70,13 +70,11 @@ def _wants_json(request: HttpRequest) -> bool:
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if _wants_json(request):
-        return error_json(404, "not_found", f"no endpoint {request.path}", "See /v1/docs for the endpoints.")
+        return error_json(Refusal.NOT_FOUND, f"no endpoint {request.path}", "See /v1/docs for the endpoints.")
     return defaults.page_not_found(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if _wants_json(request):
-        return error_json(
-            500, "internal", "internal error", "This is our bug; retry later or tell the operator."
-        )
+        return error_json(Refusal.INTERNAL, "internal error", Outcome.INTERNAL.hint)
     return defaults.server_error(request)

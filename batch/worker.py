@@ -1,4 +1,6 @@
-"""The worker side of the job lifecycle: claim a target, fetch it, store what came back (SPEC §3.4).
+"""The worker side of the job lifecycle: claim a target, fetch it, store what came back.
+
+See docs/workers.md.
 
 A claim takes one of the ``WORKERS`` slot rows and the fairest pending target in one short
 transaction; the fetch runs outside any transaction; the result, the job's counters and, for
@@ -29,36 +31,41 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from batch import metrics, queue, runner, storable
+from batch.fetch.outcomes import Outcome
+from batch.fetch.targets import Target
 from batch.models import (
     LIVE_STATUSES,
     BatchJob,
     BatchTarget,
     JobStatus,
-    Outcome,
     TargetStatus,
     WorkerSlot,
 )
-from batch.targets import Target
 
 log = logging.getLogger(__name__)
 
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
 IDLE_POLL_SECONDS = 0.2
-INTERNAL_FAILURE = {
-    "outcome": Outcome.INTERNAL,
-    "error": "internal error",
-    "hint": "This is our bug; retry later or tell the operator.",
-}
-TOO_BIG_FAILURE = {
-    "outcome": Outcome.TOO_LONG,
-    "error": "the result is larger than the service stores",
-    "hint": "Narrow the target (pages, grep, question, jq) so its result is smaller.",
-}
 RECONNECT_SECONDS = 0.5
 # What a database restart looks like from here: the server went away, or the connection broke.
 DATABASE_GONE = (OperationalError, InterfaceError)
 LOST_CONNECTION_STATES = ("57P01", "57P02", "57P03")  # admin shutdown, crash shutdown, starting up
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a target failed, as it is stored: an outcome of the table, an error and a hint."""
+
+    outcome: Outcome
+    error: str
+    hint: str
+
+
+INTERNAL_FAILURE = Failure(Outcome.INTERNAL, "internal error", Outcome.INTERNAL.hint)
+TOO_BIG_FAILURE = Failure(
+    Outcome.TOO_LONG, "the result is larger than the service stores", Outcome.TOO_LONG.hint
+)
 
 
 @dataclass(frozen=True)
@@ -80,13 +87,17 @@ class RetryLater(Exception):
 
 
 class TargetFailed(Exception):
-    """The FetchFunc could not produce a result; ``outcome`` is one of SPEC §5.8."""
+    """The FetchFunc could not produce a result, for the reason ``outcome`` names."""
 
-    def __init__(self, outcome: str, error: str, hint: str) -> None:
+    def __init__(self, outcome: Outcome, error: str, hint: str) -> None:
         super().__init__(error)
         self.outcome = outcome
         self.error = error
         self.hint = hint
+
+    @property
+    def failure(self) -> Failure:
+        return Failure(self.outcome, self.error, self.hint)
 
 
 @dataclass(frozen=True)
@@ -171,7 +182,7 @@ def _serve_job(job_id: str, now: datetime) -> bool:
 
     A conditional UPDATE: a cancel that committed since the target was read makes it match
     nothing (the target then never starts); a cancel after it waits for this transaction and
-    finds the target in flight, which SPEC §3.5 lets finish.
+    finds the target in flight, which a cancel lets finish.
     """
     served = BatchJob.objects.filter(pk=job_id, status__in=LIVE_STATUSES).update(
         served_at=now,
@@ -214,19 +225,19 @@ def run_claim(claim: Claim, fetch: FetchFunc) -> None:
     except RetryLater as busy:
         _retry_or_give_up(claim, busy)
     except TargetFailed as failed:
-        _finish(claim, TargetStatus.FAILED, outcome=failed.outcome, error=failed.error, hint=failed.hint)
+        _finish(claim, TargetStatus.FAILED, failure=failed.failure)
     except Exception as error:
         if connection_lost(error):
             raise  # the drain waits for the database and runs the claim again while it is ours
         log.exception("job %s target %d: the fetch function raised", claim.job_id, claim.idx)
-        _finish(claim, TargetStatus.FAILED, **INTERNAL_FAILURE)
+        _finish(claim, TargetStatus.FAILED, failure=INTERNAL_FAILURE)
     else:
         _finish(claim, TargetStatus.DONE, result=result)
     finally:
         metrics.TARGET_SECONDS.observe(time.monotonic() - started)
 
 
-def _finish(claim: Claim, status: str, *, result: object = None, **failure: str) -> None:
+def _finish(claim: Claim, status: str, *, result: object = None, failure: Failure | None = None) -> None:
     """Store the target's end and free the slot; a store that fails ends the target ``internal``.
 
     Whatever went wrong (a value the database refused, a result that is not a mapping), the
@@ -234,7 +245,7 @@ def _finish(claim: Claim, status: str, *, result: object = None, **failure: str)
     """
     try:
         with transaction.atomic():
-            stored = finish_target(claim, status, result=result, **failure)
+            stored = finish_target(claim, status, result=result, failure=failure)
             _release_slot(claim)
     except Exception as error:
         if connection_lost(error):
@@ -257,7 +268,7 @@ def _finish_internal(claim: Claim) -> bool:
     """End the target ``internal`` in a fresh transaction; free the slot even if that fails too."""
     try:
         with transaction.atomic():
-            stored = finish_target(claim, TargetStatus.FAILED, **INTERNAL_FAILURE)
+            stored = finish_target(claim, TargetStatus.FAILED, failure=INTERNAL_FAILURE)
             _release_slot(claim)
     except Exception as error:
         if connection_lost(error):
@@ -272,7 +283,9 @@ def _finish_internal(claim: Claim) -> bool:
     return stored
 
 
-def finish_target(ref: TargetRef, status: str, *, result: object = None, **failure: str) -> bool:
+def finish_target(
+    ref: TargetRef, status: str, *, result: object = None, failure: Failure | None = None
+) -> bool:
     """Store a target's end and update its job, inside the caller's transaction.
 
     Only the claim that is still current (same attempt, still running) may store; the last
@@ -283,22 +296,30 @@ def finish_target(ref: TargetRef, status: str, *, result: object = None, **failu
     now = timezone.now()
     current = BatchTarget.objects.filter(pk=ref.target_id, status=TargetStatus.RUNNING, attempts=ref.attempt)
     if not current.update(
-        status=status, result=cleaned, n_bytes=n_bytes, finished_at=now, lease_until=None, **failure
+        status=status,
+        result=cleaned,
+        n_bytes=n_bytes,
+        finished_at=now,
+        lease_until=None,
+        outcome=None if failure is None else failure.outcome.value,
+        error="" if failure is None else failure.error,
+        hint="" if failure is None else failure.hint,
     ):
         return False
+    outcome = "ok" if failure is None else failure.outcome.value
     failed = 1 if status == TargetStatus.FAILED else 0
     BatchJob.objects.filter(pk=ref.job_id).update(
         targets_done=F("targets_done") + 1,
         targets_failed=F("targets_failed") + failed,
         n_bytes=F("n_bytes") + n_bytes,
     )
-    metrics.TARGETS.labels(failure.get("outcome", "ok")).inc()
+    metrics.TARGETS.labels(outcome).inc()
     log.info(
         "job %s target %d %s outcome=%s bytes=%d",
         ref.job_id,
         ref.idx,
         status,
-        failure.get("outcome", "ok"),
+        outcome,
         n_bytes,
     )
     _settle_job(ref.job_id, now)
@@ -306,26 +327,34 @@ def finish_target(ref: TargetRef, status: str, *, result: object = None, **failu
 
 
 def _storable_end(
-    status: str, result: object, failure: dict[str, str]
-) -> tuple[str, Result | None, int, dict[str, str]]:
+    status: str, result: object, failure: Failure | None
+) -> tuple[str, Result | None, int, Failure | None]:
     """Clean a result or a failure so that both databases take it; a result too big fails ``too_long``."""
     if status == TargetStatus.DONE:
         cleaned = storable.storable_result(result)
         n_bytes = storable.json_bytes(cleaned)
         if n_bytes <= settings.SIFT_BATCH_MAX_BYTES:
-            return status, cleaned, n_bytes, {}
-        status, failure = TargetStatus.FAILED, {**TOO_BIG_FAILURE}
-    outcome = failure.get("outcome", "")
+            return status, cleaned, n_bytes, None
+        status, failure = TargetStatus.FAILED, TOO_BIG_FAILURE
+    failure = failure or INTERNAL_FAILURE
     return (
         status,
         None,
         0,
-        {
-            "outcome": outcome if outcome in Outcome.values else Outcome.INTERNAL,
-            "error": storable.storable_text(str(failure.get("error", "")), storable.ERROR_MAX_CHARS),
-            "hint": storable.storable_text(str(failure.get("hint", "")), storable.HINT_MAX_CHARS),
-        },
+        Failure(
+            _in_table(failure.outcome),
+            storable.storable_text(str(failure.error), storable.ERROR_MAX_CHARS),
+            storable.storable_text(str(failure.hint), storable.HINT_MAX_CHARS),
+        ),
     )
+
+
+def _in_table(outcome: object) -> Outcome:
+    """A FetchFunc is pluggable: an outcome outside the table is stored as ``internal``."""
+    try:
+        return Outcome.of(outcome)
+    except ValueError:
+        return Outcome.INTERNAL
 
 
 def _settle_job(job_id: str, now: datetime) -> None:
@@ -356,13 +385,8 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
         BatchTarget.objects.filter(pk=claim.target_id).values_list("busy_since", flat=True).first() or now
     )
     if (now - first_busy).total_seconds() >= settings.SIFT_BATCH_RETRY_FOR:
-        _finish(
-            claim,
-            TargetStatus.FAILED,
-            outcome=Outcome.BUSY,
-            error=f"still busy after {settings.SIFT_BATCH_RETRY_FOR:.0f}s of retrying: {busy}",
-            hint="The site or sift is overloaded; submit this URL again later.",
-        )
+        error = f"still busy after {settings.SIFT_BATCH_RETRY_FOR:.0f}s of retrying: {busy}"
+        _finish(claim, TargetStatus.FAILED, failure=Failure(Outcome.BUSY, error, Outcome.BUSY.hint))
         return
     wait = _retry_wait(busy.wait)
     try:
@@ -425,9 +449,11 @@ def recover_lost_claims(now: datetime | None = None) -> int:
                 finish_target(
                     TargetRef(target_id, job_id, idx, attempt),
                     TargetStatus.FAILED,
-                    outcome=Outcome.WORKER_LOST,
-                    error=f"the worker fetching this target was lost {MAX_LOST_LEASES} times",
-                    hint="Fetch this URL alone with /v1/fetch, narrowing it (pages, grep) if it is large.",
+                    failure=Failure(
+                        Outcome.WORKER_LOST,
+                        f"the worker fetching this target was lost {MAX_LOST_LEASES} times",
+                        Outcome.WORKER_LOST.hint,
+                    ),
                 )
             else:
                 BatchTarget.objects.filter(

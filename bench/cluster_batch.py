@@ -61,7 +61,7 @@ from bench.postgres import BenchDatabase, server_settings
 from bench.stats import median
 
 if TYPE_CHECKING:
-    from batch.targets import Target
+    from batch.fetch.targets import Target
     from batch.worker import Caller, Result
 
 N_TARGETS = 32
@@ -284,7 +284,7 @@ def serve_direct_lanes(threads: int) -> None:
 def fetch_directly(url: str) -> tuple[float, float, int] | str:
     from batch.fetch import cache, pipeline
     from batch.fetch.errors import FetchError
-    from batch.targets import parse_target
+    from batch.fetch.targets import parse_target
 
     began = time.perf_counter()
     try:
@@ -308,11 +308,12 @@ def direct_phase(run: int, urls: list[str], setup: Setup) -> Phase:
 
 def batch_phase(run: int, urls: list[str], setup: Setup) -> Phase:
     from batch import runner
+    from batch.api.validation import validate_targets
 
     targets: list[object] = list(urls)
     before = CpuSnapshot.take()
     started = time.perf_counter()
-    job_id = runner.submit(setup.caller, targets).job.pk
+    job_id = runner.submit(setup.caller, validate_targets(targets)).job.pk
     harness.wait_until_finished(job_id, FINISH_POLL_SECONDS, JOB_TIMEOUT_SECONDS)
     total = time.perf_counter() - started
     cpu = phase_cpu(before, setup, total)

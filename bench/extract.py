@@ -32,7 +32,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 import trafilatura
 
 from batch.fetch.extract import extract
-from batch.targets import TargetOptions
+from batch.fetch.targets import TargetOptions
 from bench import data
 
 _TOKEN = re.compile(r"\w+")

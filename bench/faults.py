@@ -90,10 +90,10 @@ def patiently(query: Callable[[], T], timeout: float = 60) -> T:
 
 def submit(caller: ApiKey, name: str, queries: list[str]) -> BatchJob:
     from batch import runner
+    from batch.api.validation import validate_targets
 
-    return runner.submit(
-        caller, [f"https://{name}.faults.invalid/{i}?{q}" for i, q in enumerate(queries)]
-    ).job
+    urls: list[object] = [f"https://{name}.faults.invalid/{i}?{q}" for i, q in enumerate(queries)]
+    return runner.submit(caller, validate_targets(urls)).job
 
 
 def settle(job: BatchJob) -> None:

@@ -6,7 +6,7 @@ result, so a job's time is the cost of claiming, storing and settling its target
 
 from __future__ import annotations
 
-from batch.targets import Target
+from batch.fetch.targets import Target
 from batch.worker import Caller, Result
 
 

@@ -100,7 +100,7 @@ def rss_of(document: str) -> None:
     """Run in a fresh process: read one document, print its peak RSS figures (KiB) and seconds."""
     from batch.fetch.errors import FetchError
     from batch.fetch.extract import extract
-    from batch.targets import TargetOptions
+    from batch.fetch.targets import TargetOptions
 
     body = make_pdf() if document == "pdf" else make_html()
     declared = "application/pdf" if document == "pdf" else "text/html"

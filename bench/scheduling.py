@@ -79,12 +79,13 @@ def run_job(caller: ApiKey, run: int, n_targets: int) -> JobRun:
     from django.utils import timezone
 
     from batch import runner
+    from batch.api.validation import validate_targets
 
     # Distinct URLs per run, or the submit would reuse the previous run's job (docs/api.md).
     targets: list[object] = [f"https://run{run}.bench.invalid/{i}" for i in range(n_targets)]
     submitted = timezone.now()
     began = time.perf_counter()
-    job = runner.submit(caller, targets).job
+    job = runner.submit(caller, validate_targets(targets)).job
     submit_seconds = time.perf_counter() - began
     status, finished = harness.wait_until_finished(job.pk, FINISH_POLL_SECONDS, JOB_TIMEOUT_SECONDS)
     if status != "done":

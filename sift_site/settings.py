@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "django_q",
     "ninja",
     "batch",
+    "batch.fetch",
 ]
 
 MIDDLEWARE = [

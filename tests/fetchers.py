@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from batch.targets import Target
+from batch.fetch.outcomes import Outcome
+from batch.fetch.targets import Target
 from batch.worker import Caller, Result, RetryLater, TargetFailed
 
 
@@ -58,7 +59,7 @@ def _behave(caller: Caller, target: Target, params: dict[str, str]) -> Result:
             time.sleep(0.05)
     time.sleep(float(params.get("sleep", 0)))
     if "fail" in params:
-        raise TargetFailed(params["fail"], f"scripted {params['fail']}", "scripted hint")
+        raise TargetFailed(Outcome.of(params["fail"]), f"scripted {params['fail']}", "scripted hint")
     if "boom" in params:
         raise RuntimeError("scripted crash")
     return {"content": f"content of {target.url}", "meta": {"caller": caller.name, "attempt": attempt}}

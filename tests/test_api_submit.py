@@ -196,7 +196,7 @@ def test_submitting_while_batch_is_disabled_is_503_batch_disabled(agent, setting
 
 
 def test_too_many_targets_is_refused_before_any_target_is_validated(agent, settings, monkeypatch):
-    from batch import targets
+    from batch.fetch import targets
 
     settings.SIFT_BATCH_TARGETS_PER_JOB = 3
 
@@ -212,7 +212,7 @@ def test_too_many_targets_is_refused_before_any_target_is_validated(agent, setti
 
 
 def test_every_target_passes_its_cheap_checks_before_any_program_is_compiled(agent, monkeypatch):
-    from batch import targets
+    from batch.fetch import targets
 
     compiled: list[str] = []
     real_compile = targets.compile_jq
@@ -229,7 +229,7 @@ def test_every_target_passes_its_cheap_checks_before_any_program_is_compiled(age
 
 
 def test_a_program_repeated_across_targets_is_compiled_once(agent, monkeypatch):
-    from batch import targets
+    from batch.fetch import targets
 
     compiled: list[str] = []
     real_compile = targets.compile_jq
@@ -243,7 +243,7 @@ def test_a_program_repeated_across_targets_is_compiled_once(agent, monkeypatch):
 
 
 def test_distinct_programs_beyond_the_submission_budget_are_refused(agent):
-    from batch.targets import MAX_JQ_CHARS, MAX_PROGRAM_CHARS_PER_SUBMISSION
+    from batch.fetch.targets import MAX_JQ_CHARS, MAX_PROGRAM_CHARS_PER_SUBMISSION
 
     _, client = agent
     n = MAX_PROGRAM_CHARS_PER_SUBMISSION // MAX_JQ_CHARS + 1
@@ -256,7 +256,7 @@ def test_distinct_programs_beyond_the_submission_budget_are_refused(agent):
 
 
 def test_more_distinct_programs_than_a_submission_may_carry_are_refused(agent):
-    from batch.targets import MAX_PROGRAMS_PER_SUBMISSION
+    from batch.fetch.targets import MAX_PROGRAMS_PER_SUBMISSION
 
     _, client = agent
     n = MAX_PROGRAMS_PER_SUBMISSION + 1
@@ -296,7 +296,7 @@ def test_zone_ids_and_empty_host_labels_are_400_naming_the_url(agent, url):
 
 
 def test_a_stored_target_is_rebuilt_without_compiling_its_programs(monkeypatch):
-    from batch import targets
+    from batch.fetch import targets
 
     def no_compiling(*args, **kwargs):
         raise AssertionError("recompiled a validated target")

@@ -10,6 +10,7 @@ import pytest
 from werkzeug import Response
 
 from batch import runner
+from batch.api.validation import validate_targets
 from batch.models import BatchJob
 
 from .deployment import Deployment, wait_for
@@ -48,13 +49,15 @@ def test_a_mixed_job_ends_partial_with_each_result_and_the_429_retried_after_ret
     try:
         job = runner.submit(
             caller,
-            [
-                httpserver.url_for("/tides"),
-                {"url": httpserver.url_for("/doc.pdf"), "options": {"pages": "2-3"}},
-                {"url": httpserver.url_for("/data"), "options": {"jq": ".items[1].name"}},
-                "http://10.0.0.1/internal",
-                httpserver.url_for("/busy"),
-            ],
+            validate_targets(
+                [
+                    httpserver.url_for("/tides"),
+                    {"url": httpserver.url_for("/doc.pdf"), "options": {"pages": "2-3"}},
+                    {"url": httpserver.url_for("/data"), "options": {"jq": ".items[1].name"}},
+                    "http://10.0.0.1/internal",
+                    httpserver.url_for("/busy"),
+                ]
+            ),
         ).job
         wait_for(lambda: not BatchJob.objects.get(pk=job.pk).is_live, timeout=60, what="the job to finish")
     finally:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from batch import runner
+from batch.api.validation import validate_targets
 from batch.models import BatchJob
 
 from . import fetchers
@@ -48,7 +49,7 @@ def deploy(tmp_path, monkeypatch, settings):
 
 
 def _submit(caller, *queries: str) -> BatchJob:
-    return runner.submit(caller, [f"{BASE}{i}?{q}" for i, q in enumerate(queries)]).job
+    return runner.submit(caller, validate_targets([f"{BASE}{i}?{q}" for i, q in enumerate(queries)])).job
 
 
 def _finished(job: BatchJob, timeout: float = 60) -> BatchJob:

@@ -13,9 +13,10 @@ import pytest
 from django.db import connection
 
 from batch import runner, worker
+from batch.api.validation import validate_targets
 from batch.errors import Refused
+from batch.fetch.targets import Target
 from batch.models import ApiKey, BatchJob, BatchTarget
-from batch.targets import Target
 
 N_THREADS = 64
 URL = "https://example.org/"
@@ -53,7 +54,9 @@ def test_one_caller_with_distinct_targets_gets_exactly_its_cap(settings, round_)
     settings.SIFT_BATCH_JOBS_PER_CALLER = 2
     settings.SIFT_BATCH_JOBS_TOTAL = 100
     caller, _ = ApiKey.issue(f"racer{round_}")
-    answers = _race([lambda i=i: runner.submit(caller, [f"{URL}?{i}"]) for i in range(N_THREADS)])
+    answers = _race(
+        [lambda i=i: runner.submit(caller, validate_targets([f"{URL}?{i}"])) for i in range(N_THREADS)]
+    )
     counts = Counter(a.split(":")[0] for a in answers)
     assert counts == {"new": 2, "caller_busy": N_THREADS - 2}
     assert BatchJob.objects.filter(caller=caller).count() == 2
@@ -63,7 +66,7 @@ def test_one_caller_with_distinct_targets_gets_exactly_its_cap(settings, round_)
 def test_one_caller_with_identical_targets_gets_one_job_and_every_answer_carries_its_id(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     caller, _ = ApiKey.issue(f"twin{round_}")
-    answers = _race([lambda: runner.submit(caller, [URL]) for _ in range(N_THREADS)])
+    answers = _race([lambda: runner.submit(caller, validate_targets([URL])) for _ in range(N_THREADS)])
     job = BatchJob.objects.get(caller=caller)
     assert sorted(answers) == [f"new:{job.id}"] + [f"reused:{job.id}"] * (N_THREADS - 1)
 
@@ -73,7 +76,7 @@ def test_many_callers_at_once_get_exactly_the_total_cap(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     settings.SIFT_BATCH_JOBS_TOTAL = 8
     callers = [ApiKey.issue(f"crowd{round_}-{i}")[0] for i in range(N_THREADS)]
-    answers = _race([lambda c=c: runner.submit(c, [URL]) for c in callers])
+    answers = _race([lambda c=c: runner.submit(c, validate_targets([URL])) for c in callers])
     counts = Counter(a.split(":")[0] for a in answers)
     assert counts == {"new": 8, "jobs_busy": N_THREADS - 8}
     assert BatchJob.objects.count() == 8
@@ -118,7 +121,7 @@ def _settle_again_and_again(job_id: str, stop: threading.Event, errors: list[str
 def test_identical_submits_while_a_worker_settles_the_twin_never_deadlock(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     caller, _ = ApiKey.issue(f"settler{round_}")
-    twin = runner.submit(caller, [URL]).job
+    twin = runner.submit(caller, validate_targets([URL])).job
     stop = threading.Event()
     errors: list[str] = []
     settler = threading.Thread(target=_settle_again_and_again, args=(twin.pk, stop, errors))
@@ -126,7 +129,7 @@ def test_identical_submits_while_a_worker_settles_the_twin_never_deadlock(settin
     answers: list[str] = []
     try:
         for _ in range(5):
-            answers += _race([lambda: runner.submit(caller, [URL]) for _ in range(32)])
+            answers += _race([lambda: runner.submit(caller, validate_targets([URL])) for _ in range(32)])
     finally:
         stop.set()
         settler.join()

@@ -11,7 +11,7 @@ import pytest
 from batch.fetch.errors import FetchError
 from batch.fetch.extract import Extracted, extract
 from batch.fetch.sandbox import get_sandbox
-from batch.targets import TargetOptions
+from batch.fetch.targets import TargetOptions
 from tests.fixtures.pdf_writer import build_pdf, build_pdf_from_streams, flate_bomb_stream
 
 URL = "https://news.example/2024/lighthouse"

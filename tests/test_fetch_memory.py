@@ -16,7 +16,7 @@ from batch.fetch import sandbox as sandbox_module
 from batch.fetch.errors import FetchError
 from batch.fetch.extract import HTML_TIME_HINT, extract
 from batch.fetch.sandbox import Sandbox
-from batch.targets import TargetOptions
+from batch.fetch.targets import TargetOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = "https://news.example/big"
@@ -34,7 +34,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 import django
 django.setup()
 from batch.fetch.extract import extract
-from batch.targets import TargetOptions
+from batch.fetch.targets import TargetOptions
 
 post = (
     "<div class='post' id='p{n}'><h2><a class='title' href='/posts/{n}'>Harbour notes {n}</a></h2>"

@@ -12,7 +12,7 @@ from batch.fetch.narrow import (
     narrow,
     split_passages,
 )
-from batch.targets import TargetOptions
+from batch.fetch.targets import TargetOptions
 
 POEM = "\n".join(
     [

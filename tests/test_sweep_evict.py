@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from batch import runner
+from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget
 
 URL = "https://example.org/"
@@ -151,7 +152,7 @@ def _finish_one_job_through_the_worker(caller, url: str) -> BatchJob:
 
     from . import fetchers
 
-    job = runner.submit(caller, [url]).job
+    job = runner.submit(caller, validate_targets([url])).job
     assert worker.drain(fetchers.scripted, budget=30) == 1
     job.refresh_from_db()
     assert not job.is_live

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from batch import api
+from batch.api import fetches
 from batch.threads import ThreadShares
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
@@ -40,7 +40,7 @@ def test_a_fetch_over_the_callers_share_answers_busy_at_once_and_others_are_serv
     _, other_client = make_caller("other")
     httpserver.expect_request("/page").respond_with_data("plain words", content_type="text/plain")
     url = httpserver.url_for("/page")
-    with api.FETCHES.share(busy_caller.pk), api.FETCHES.share(busy_caller.pk):
+    with fetches.FETCHES.share(busy_caller.pk), fetches.FETCHES.share(busy_caller.pk):
         refused = busy_client.get("/v1/fetch", url=url, mode="raw")
         served = other_client.get("/v1/fetch", url=url, mode="raw")
     assert refused.status_code == 429

@@ -8,6 +8,7 @@ import pytest
 import time_machine
 
 from batch import runner, worker
+from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 
 from . import fetchers
@@ -25,7 +26,7 @@ def fetch_dir(tmp_path, monkeypatch, settings):
 
 
 def _submit(caller, *queries: str) -> BatchJob:
-    return runner.submit(caller, [f"{BASE}{i}?{q}" for i, q in enumerate(queries)]).job
+    return runner.submit(caller, validate_targets([f"{BASE}{i}?{q}" for i, q in enumerate(queries)])).job
 
 
 def _run_all() -> int:

@@ -1,4 +1,4 @@
-"""The one way out to upstream sites (SPEC §5.1, §5.2): ``download(url) -> Download``.
+"""The one way out to upstream sites (docs/fetch-client.md): ``download(url) -> Download``.
 
 Every hop goes through ``guard.check_url`` and then to one of the addresses the guard vetted:
 urllib3 is handed the IP address as the host, while ``server_hostname`` carries the URL's host
@@ -35,6 +35,7 @@ from urllib3.response import BaseHTTPResponse
 from batch.fetch import decoding, guard
 from batch.fetch import headers as parse
 from batch.fetch.errors import FetchError
+from batch.fetch.outcomes import Outcome
 
 USER_AGENT = "sift/0.1 (a self-hosted web reader for AI agents)"
 ACCEPT = "text/html,application/xhtml+xml,application/json,application/pdf,text/plain;q=0.9,*/*;q=0.8"
@@ -124,7 +125,7 @@ class _Deadline:
 
     def error(self) -> FetchError:
         return FetchError(
-            "timeout",
+            Outcome.TIMEOUT,
             f"the site did not finish answering within {self.seconds:g} s",
             "The site is too slow or stalled; retry later, or try another URL for the same content.",
         )
@@ -243,7 +244,7 @@ def _caller_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     for name, value in checked.items():
         if not _HEADER_NAME.match(name) or _HEADER_VALUE_FORBIDDEN.search(value):
             raise FetchError(
-                "invalid_request",
+                Outcome.INVALID_REQUEST,
                 "a request header is malformed",
                 "Header names are tokens; values hold no line breaks, NUL bytes or characters past U+00FF.",
             )
@@ -295,9 +296,11 @@ def _check_hop(url: str, hop: int) -> guard.Destination:
     try:
         return guard.check_url(url)
     except FetchError as exc:
-        if hop == 0 or exc.outcome != "blocked":
+        if hop == 0 or exc.outcome != Outcome.BLOCKED:
             raise
-        raise FetchError("blocked", f"the site redirected to a refused URL: {exc.message}", exc.hint) from exc
+        raise FetchError(
+            Outcome.BLOCKED, f"the site redirected to a refused URL: {exc.message}", exc.hint
+        ) from exc
 
 
 def _receive(url: str, response: BaseHTTPResponse, deadline: _Deadline) -> _Answer:
@@ -325,7 +328,7 @@ def _follow(url: str, extra: dict[str, str], deadline: _Deadline) -> _Answer:
                 return _receive(current, response, deadline)
         current = target
     raise FetchError(
-        "blocked",
+        Outcome.BLOCKED,
         f"the site redirected more than {MAX_REDIRECTS} times",
         "Fetch the final URL directly, or check the URL for a redirect loop.",
     )
@@ -337,27 +340,29 @@ def _library_failure(exc: Exception, deadline: _Deadline) -> FetchError:
         return deadline.error()
     if isinstance(exc, NewConnectionError):  # before ConnectTimeoutError: it is a subclass
         return FetchError(
-            "upstream_5xx", "the connection to the site was refused or failed", _UNREACHABLE_HINT
+            Outcome.UPSTREAM_5XX, "the connection to the site was refused or failed", _UNREACHABLE_HINT
         )
     if isinstance(exc, ConnectTimeoutError):
         seconds = min(float(settings.SIFT_FETCH_CONNECT_TIMEOUT), deadline.seconds)
         return FetchError(
-            "timeout",
+            Outcome.TIMEOUT,
             f"the site did not accept a connection within {seconds:g} s",
             "The site is down or slow; retry later.",
         )
     if isinstance(exc, ReadTimeoutError | TimeoutError):
         return FetchError(
-            "timeout", "the site stopped answering", "The site is slow or stalled; retry later."
+            Outcome.TIMEOUT, "the site stopped answering", "The site is slow or stalled; retry later."
         )
     if isinstance(exc, SSLError | ssl.SSLError | ssl.CertificateError):
         return FetchError(
-            "upstream_5xx",
+            Outcome.UPSTREAM_5XX,
             "the secure connection to the site failed (TLS or certificate error)",
             "The site's certificate may be invalid for this host name or expired; "
             "check the host name or retry later.",
         )
-    return FetchError("upstream_5xx", "the connection to the site failed or broke off", _UNREACHABLE_HINT)
+    return FetchError(
+        Outcome.UPSTREAM_5XX, "the connection to the site failed or broke off", _UNREACHABLE_HINT
+    )
 
 
 def download(url: str, *, headers: Mapping[str, str] | None = None) -> Download:

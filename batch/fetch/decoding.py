@@ -22,6 +22,7 @@ from typing import Protocol
 from django.conf import settings
 
 from batch.fetch.errors import FetchError
+from batch.fetch.outcomes import Outcome
 
 MAX_ENCODINGS = 2
 # zlib window bits per content coding; "deflate" is meant to be zlib-wrapped, but many
@@ -48,7 +49,7 @@ class _NoDeadline:
 def too_long() -> FetchError:
     limit = int(settings.SIFT_FETCH_MAX_BYTES)
     return FetchError(
-        "too_long",
+        Outcome.TOO_LONG,
         f"the body is larger than {limit} bytes once decompressed",
         f"sift reads at most {limit / 2**20:.1f} MiB of a document; fetch a smaller document "
         "or a narrower URL.",
@@ -60,14 +61,14 @@ def codings(headers: Mapping[str, str]) -> list[str]:
     codings = [name for name in names if name and name != "identity"]
     if len(codings) > MAX_ENCODINGS:
         raise FetchError(
-            "unsupported",
+            Outcome.UNSUPPORTED,
             f"the body has {len(codings)} content encodings; sift undoes at most {MAX_ENCODINGS}",
             "The site stacks too many compression layers; try another URL for the same content.",
         )
     unknown = [name for name in codings if name not in _WBITS]
     if unknown:
         raise FetchError(
-            "unsupported",
+            Outcome.UNSUPPORTED,
             f"the content encoding {unknown[0][:40]!r} is not supported",
             "sift understands gzip and deflate only; try another URL for the same content.",
         )
@@ -119,7 +120,7 @@ def _inflate(data: bytes, coding: str, limit: int, deadline: Deadline) -> bytes:
         except zlib.error:
             continue
     raise FetchError(
-        "upstream_5xx",
+        Outcome.UPSTREAM_5XX,
         f"the body could not be decompressed ({coding})",
         "The site sent a damaged response; retry later.",
     )

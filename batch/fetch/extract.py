@@ -16,6 +16,7 @@ from django.conf import settings
 from batch.fetch.errors import FetchError
 from batch.fetch.json_text import NotJson, json_text
 from batch.fetch.narrow import narrow
+from batch.fetch.outcomes import Outcome
 from batch.fetch.pdf_text import pdf_text
 from batch.fetch.sandbox import get_sandbox
 from batch.fetch.sniff import (
@@ -27,7 +28,7 @@ from batch.fetch.sniff import (
     media_type,
     sniff_kind,
 )
-from batch.targets import TargetOptions
+from batch.fetch.targets import TargetOptions
 
 # Extracted text that grep or question will narrow may be this long before narrowing.
 NARROWABLE_CHARS = 10_000_000
@@ -103,7 +104,7 @@ def extract(
     )
     if not options.narrowed and len(document.content) > limit:
         raise FetchError(
-            "too_long",
+            Outcome.TOO_LONG,
             f"the text is {len(document.content)} characters, over the limit of {limit}",
             NARROW_HINT,
         )
@@ -112,7 +113,7 @@ def extract(
     narrowed = narrow(document.content, options, lang=document.lang)
     if len(narrowed.content) > limit:
         raise FetchError(
-            "too_long",
+            Outcome.TOO_LONG,
             f"the narrowed text is {len(narrowed.content)} characters, over the limit of {limit}",
             "Narrow further: a more specific grep, a more specific question, or fewer pages.",
         )
@@ -122,19 +123,19 @@ def extract(
 def _check_options_fit(kind: str, options: TargetOptions) -> None:
     if options.pages is not None and kind != "pdf":
         raise FetchError(
-            "invalid_request",
+            Outcome.INVALID_REQUEST,
             f"pages applies to PDF documents, and this document is {kind}",
             "Leave pages out for this URL; use grep or question to narrow it.",
         )
     if options.jq is not None and kind not in ("json", "text"):
         raise FetchError(
-            "invalid_request",
+            Outcome.INVALID_REQUEST,
             f"jq applies to JSON documents, and this document is {kind}",
             "Leave jq out for this URL; use grep or question to narrow it.",
         )
     if options.mode == "raw" and kind == "pdf":
         raise FetchError(
-            "unsupported", "raw mode serves text documents as is, and a PDF is binary", UNSUPPORTED_HINT
+            Outcome.UNSUPPORTED, "raw mode serves text documents as is, and a PDF is binary", UNSUPPORTED_HINT
         )
 
 
@@ -190,7 +191,7 @@ def _read_html(text: str, typed: str, *, url: str, markdown: bool, budget: int) 
         # Over the budget before narrowing, grep on the text cannot help, grep on the markup can.
         raw_hint = 'Fetch it with mode "raw" and narrow the markup with grep.'
         raise FetchError(
-            "too_long",
+            Outcome.TOO_LONG,
             f"the text is {int(reply['chars'])} characters, over the limit of {budget}",
             raw_hint if budget >= NARROWABLE_CHARS else NARROW_HINT,
         )
@@ -213,7 +214,7 @@ def _read_json(text: str, kind: str, declared: str, options: TargetOptions, budg
     except NotJson as exc:
         if options.jq is not None:
             raise FetchError(
-                "invalid_request",
+                Outcome.INVALID_REQUEST,
                 f"jq needs a JSON document, and this one does not parse: {exc}",
                 "Leave jq out to read the document as text.",
             ) from None

@@ -20,10 +20,10 @@ from django.utils import timezone
 
 from batch.fetch.errors import FetchError
 from batch.fetch.models import FetchSlot
+from batch.fetch.outcomes import Outcome, RetryAfter
 
 GATE_WAIT_SECONDS = 5.0
 POLL_SECONDS = 0.05
-BUSY_RETRY_AFTER = 2
 LEASE_MARGIN_SECONDS = 5.0
 
 
@@ -50,10 +50,10 @@ def _wait_for_slot(token: str) -> int:
             return number
         if time.monotonic() >= deadline:
             raise FetchError(
-                "busy",
+                Outcome.BUSY,
                 f"all {settings.SIFT_FETCH_SLOTS} fetch slots stayed busy for {GATE_WAIT_SECONDS:.0f}s",
-                f"sift is fetching as much as it may; retry after {BUSY_RETRY_AFTER} seconds.",
-                retry_after=BUSY_RETRY_AFTER,
+                f"sift is fetching as much as it may; retry after {RetryAfter.FETCH} seconds.",
+                retry_after=RetryAfter.FETCH,
             )
         time.sleep(POLL_SECONDS)
 

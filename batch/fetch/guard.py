@@ -1,4 +1,4 @@
-"""The SSRF guard (SPEC §5.1): may this URL be fetched, and at which addresses?
+"""The SSRF guard (docs/security.md): may this URL be fetched, and at which addresses?
 
 ``check_url`` resolves the host once and classifies every address it resolves to. The client then
 connects to those vetted addresses and never looks the name up again, so a DNS answer that
@@ -24,6 +24,7 @@ import idna
 from django.conf import settings
 
 from batch.fetch.errors import FetchError
+from batch.fetch.outcomes import Outcome
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -98,7 +99,9 @@ def resolve(host: str, port: int) -> list[str]:
 
 
 def _refuse(reason: str, hint: str) -> FetchError:
-    return FetchError("blocked", f"refused to fetch: {reason}", f"{reason[:1].upper()}{reason[1:]}. {hint}")
+    return FetchError(
+        Outcome.BLOCKED, f"refused to fetch: {reason}", f"{reason[:1].upper()}{reason[1:]}. {hint}"
+    )
 
 
 _PUBLIC_HINT = "sift only fetches publicly routable addresses; use a public URL."
@@ -231,7 +234,7 @@ def _resolve_checked(host: str, port: int) -> list[IPAddress]:
         found = []
     if not found:
         raise FetchError(
-            "upstream_5xx",
+            Outcome.UPSTREAM_5XX,
             "the host name could not be resolved",
             "The site could not be reached; check the host name or retry later.",
         )

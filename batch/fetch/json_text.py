@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from batch.fetch.errors import FetchError
+from batch.fetch.outcomes import Outcome
 from batch.fetch.sandbox import get_sandbox
 
 # CPU seconds jq may take: enough to parse a 20 MiB document, short enough that a runaway
@@ -40,13 +41,13 @@ def json_text(text: str, program: str | None, *, max_chars: int) -> str:
         raise NotJson(reply.get("message", "not JSON"))
     if error == "jq_error":
         raise FetchError(
-            "invalid_request",
+            Outcome.INVALID_REQUEST,
             f"jq failed on this document: {reply.get('message', '')}",
             "Check the jq program against the document's shape, e.g. fetch it without jq first.",
         )
     if error == "too_long":
         raise FetchError(
-            "too_long",
+            Outcome.TOO_LONG,
             f"the JSON output is over {max_chars} characters",
             "Select less with jq, e.g. '.items[:20]', or narrow with grep.",
         )

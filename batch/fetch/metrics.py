@@ -1,11 +1,11 @@
-"""The fetch pipeline's Prometheus series (SPEC §6); see docs/metrics.md for multi-process mode."""
+"""The fetch pipeline's Prometheus series; see docs/metrics.md for multi-process mode."""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
 REQUESTS = Counter(
-    "sift_fetch_requests", "Fetches (interactive and batch) by outcome (ok or SPEC §5.8)", ["outcome"]
+    "sift_fetch_requests", "Fetches (interactive and batch) by outcome (ok or the failure)", ["outcome"]
 )
 SECONDS = Histogram(
     "sift_fetch_seconds",

@@ -1,7 +1,6 @@
-"""The fetch pipeline's own tables: the gate's slots and the document cache (SPEC §5.5, §5.6).
+"""The fetch pipeline's own tables: the gate's slots and the document cache (docs/fetch-pipeline.md).
 
-They belong to the ``batch`` app (``batch/models.py`` imports them) but nothing here knows
-about jobs.
+They belong to the ``fetch`` app; nothing here knows about jobs.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ class CachedDocument(models.Model):
     """An upstream answer as fetched, before extraction, so any options can reuse it.
 
     ``partition`` keeps caller classes apart: the fleet shares one, each restricted caller has
-    its own (SPEC §2, §5.6).
+    its own (docs/fetch-pipeline.md).
     """
 
     partition = models.CharField(max_length=120)

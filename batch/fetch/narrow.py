@@ -1,4 +1,4 @@
-"""Narrowing extracted text to what the agent asked for (SPEC §5.4): grep lines, question passages.
+"""Narrowing extracted text to what the agent asked for: grep lines, question passages.
 
 grep output numbers every line by its place in the extracted text: ``12: text`` for a matching
 line, ``12- text`` for a context line (as GNU grep does with ``:`` and ``-``), and ``--`` between
@@ -17,7 +17,7 @@ import bm25s
 import re2
 import Stemmer
 
-from batch.targets import TargetOptions
+from batch.fetch.targets import TargetOptions
 
 CONTEXT_LINES = 2
 # A paragraph longer than this is cut into passages of at most this many words.

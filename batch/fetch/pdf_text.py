@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batch.fetch.errors import FetchError
+from batch.fetch.outcomes import Outcome
 from batch.fetch.sandbox import get_sandbox
-from batch.targets import PageRange
+from batch.fetch.targets import PageRange
 
 # CPU seconds a PDF may take: a base, and more for a bigger file.
 PDF_CPU_SECONDS = 10.0
@@ -44,19 +45,19 @@ def pdf_text(body: bytes, page_ranges: tuple[PageRange, ...] | None, *, max_char
     if error == "pages_out_of_range":
         total = int(reply["pages_total"])
         raise FetchError(
-            "invalid_request",
+            Outcome.INVALID_REQUEST,
             f"pages asks for pages past the end of the document, which has {total} pages",
             f"The document has {total} pages: ask for pages between 1 and {total}.",
         )
     if error == "pdf_invalid":
         raise FetchError(
-            "unsupported",
+            Outcome.UNSUPPORTED,
             f"the PDF cannot be read: {reply.get('message', 'damaged file')}",
             "The file is damaged or password-protected; look for another copy of the document.",
         )
     if error == "too_long":
         raise FetchError(
-            "too_long",
+            Outcome.TOO_LONG,
             f"the PDF's text is over {max_chars} characters",
             'Ask for fewer pages with pages, e.g. "1-20", or narrow with grep or question.',
         )

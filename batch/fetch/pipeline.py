@@ -1,4 +1,4 @@
-"""One target in, one envelope out (SPEC §5): cache, gate, guarded download, extraction.
+"""One target in, one envelope out (docs/fetch-pipeline.md): cache, gate, guarded download, extraction.
 
 ``fetch`` is what ``/v1/fetch`` calls and what the batch adapter calls for each target, so a
 batch is exactly many interactive fetches run by the workers. It raises only ``FetchError``.
@@ -18,10 +18,11 @@ from batch.fetch import cache, client, gate, headers, metrics, sandbox
 from batch.fetch.errors import FetchError
 from batch.fetch.extract import extract
 from batch.fetch.models import CachedDocument
-from batch.targets import Target
+from batch.fetch.outcomes import Outcome
+from batch.fetch.targets import Target
 
-# Failures after which `recover: true` serves the last copy (SPEC §5.6).
-RECOVERABLE = frozenset({"timeout", "upstream_5xx"})
+# Failures after which `recover: true` serves the last copy.
+RECOVERABLE = frozenset({Outcome.TIMEOUT, Outcome.UPSTREAM_5XX})
 # Extraction ends by the fetch deadline counted from the start of the request, or this long after
 # the download, whichever is later: a download that used the whole deadline still leaves the
 # parsers a few seconds, and a hostile document never holds the answer much past the deadline.
@@ -98,7 +99,7 @@ def _raise_for_status(download: client.Download) -> None:
             most=float(settings.SIFT_BATCH_RETRY_FOR),
         )
         raise FetchError(
-            "busy",
+            Outcome.BUSY,
             f"the site answered {status}",
             f"The site asks to slow down; retry after {wait:.0f} seconds." if wait else "Retry later.",
             upstream_status=status,
@@ -106,21 +107,21 @@ def _raise_for_status(download: client.Download) -> None:
         )
     if 400 <= status < 500:
         raise FetchError(
-            "upstream_4xx",
+            Outcome.UPSTREAM_4XX,
             f"the site answered {status}",
             "Check the URL: the page may have moved, need a login, or not exist.",
             upstream_status=status,
         )
     if status >= 500:
         raise FetchError(
-            "upstream_5xx",
+            Outcome.UPSTREAM_5XX,
             f"the site answered {status}",
             "The site is failing; retry later, or send recover: true to get the last cached copy.",
             upstream_status=status,
         )
     if status >= 300:
         raise FetchError(
-            "upstream_4xx",
+            Outcome.UPSTREAM_4XX,
             f"the site answered {status} without a usable redirect",
             "Fetch the URL the site points to, if it names one.",
             upstream_status=status,

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from batch.fetch.errors import FetchError
+from batch.fetch.outcomes import Outcome, RetryAfter
 
 logger = logging.getLogger(__name__)
 
@@ -248,22 +249,22 @@ class Sandbox:
             reusable = reply.get("error") != "memory"
         except _ChildTimedOut:
             raise FetchError(
-                "filter_timeout", f"{subject} took longer than {wall_seconds:.1f} s", hint
+                Outcome.FILTER_TIMEOUT, f"{subject} took longer than {wall_seconds:.1f} s", hint
             ) from None
         except _ChildEnded:
             status = child.end_status()
             reason = _ended_reason(status, cpu_seconds)
             logger.warning("sandbox child for %s %s (exit status %s)", op, reason, status)
-            raise FetchError("filter_timeout", f"{subject} {reason}", hint) from None
+            raise FetchError(Outcome.FILTER_TIMEOUT, f"{subject} {reason}", hint) from None
         except (_ChildMisbehaved, ValueError) as exc:
             logger.error("sandbox child for %s broke the protocol: %s", op, exc)
             raise FetchError(
-                "internal", f"{subject} failed", "Retry later; this is a fault in sift."
+                Outcome.INTERNAL, f"{subject} failed", "Retry later; this is a fault in sift."
             ) from None
         finally:
             self._release(child, reusable)
         if reply.get("error") == "memory":
-            raise FetchError("filter_timeout", f"{subject} ran out of memory", hint)
+            raise FetchError(Outcome.FILTER_TIMEOUT, f"{subject} ran out of memory", hint)
         return reply, data
 
     def _acquire(self, deadline: float) -> _Child:
@@ -282,10 +283,10 @@ class Sandbox:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self._cond.wait(remaining):
                     raise FetchError(
-                        "busy",
+                        Outcome.BUSY,
                         "every document parser of this worker is in use",
                         "Retry in a few seconds.",
-                        retry_after=5,
+                        retry_after=RetryAfter.PARSER,
                     )
         child = self._start()
         with self._cond:
@@ -303,7 +304,7 @@ class Sandbox:
             self._release(None, reusable=False)
             logger.error("cannot start a sandbox child: %r", exc)
             raise FetchError(
-                "internal", "cannot start a document parser", "Retry later; this is a fault in sift."
+                Outcome.INTERNAL, "cannot start a document parser", "Retry later; this is a fault in sift."
             ) from None
         return child
 

@@ -17,6 +17,7 @@ import charset_normalizer
 from batch.fetch import charsets, headers
 from batch.fetch.charsets import Encoding
 from batch.fetch.errors import FetchError
+from batch.fetch.outcomes import Outcome
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 JSON_TYPES = frozenset({"application/json", "text/json", "application/x-ndjson", "application/jsonl"})
@@ -148,12 +149,12 @@ def _starts_like_json(head: bytes) -> bool:
 
 def _unsupported(what: str) -> FetchError:
     return FetchError(
-        "unsupported", f"the document is {what}, which sift cannot turn into text", UNSUPPORTED_HINT
+        Outcome.UNSUPPORTED, f"the document is {what}, which sift cannot turn into text", UNSUPPORTED_HINT
     )
 
 
 def sniff_kind(body: bytes, declared_type: str, charset: str | None = None) -> str:
-    """``"html"``, ``"pdf"``, ``"json"`` or ``"text"``; ``FetchError("unsupported")`` otherwise."""
+    """``"html"``, ``"pdf"``, ``"json"`` or ``"text"``; ``FetchError(Outcome.UNSUPPORTED)`` otherwise."""
     head = body[:1445]
     declared = media_type(declared_type)
     # Readers accept "%PDF-" anywhere in the first KiB; only trust that when nothing says "text".

@@ -26,8 +26,8 @@ from mcp.shared.exceptions import MCPError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from batch.api import caller_for_key
-from batch.errors import Refused
+from batch.api.auth import caller_for_key
+from batch.errors import Refusal, Refused
 from batch.mcp import tools
 from batch.models import ApiKey
 
@@ -130,18 +130,20 @@ class KeyGate:
 
     async def _admit(self, scope: Scope) -> ApiKey:
         if scope["path"].rstrip("/") != PATH:
-            raise Refused("not_found", "no such path", f"The MCP endpoint is {PATH}.")
+            raise Refused(Refusal.NOT_FOUND, "no such path", f"The MCP endpoint is {PATH}.")
         headers = Headers(scope=scope)
         domain, _ = split_domain_port(headers.get("host", ""))
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-            raise Refused("invalid_request", "this host is not served here", "Use a host in ALLOWED_HOSTS.")
+            raise Refused(
+                Refusal.INVALID_REQUEST, "this host is not served here", "Use a host in ALLOWED_HOSTS."
+            )
         scheme, _, raw_key = headers.get("authorization", "").partition(" ")
         caller = None
         if scheme.lower() == "bearer" and raw_key.strip():
             caller = await in_thread(_caller_for_key, raw_key.strip())
         if caller is None:
             raise Refused(
-                "unauthorized", "missing or unknown API key", "Send Authorization: Bearer <your key>."
+                Refusal.UNAUTHORIZED, "missing or unknown API key", "Send Authorization: Bearer <your key>."
             )
         return caller
 
@@ -154,13 +156,10 @@ def _caller_for_key(raw_key: str) -> ApiKey | None:
         close_old_connections()
 
 
-STATUS = {"not_found": 404, "invalid_request": 400, "unauthorized": 401, "forbidden": 403}
-
-
 async def _refuse(exc: Refused, send: Send) -> None:
     body = json.dumps({"error": exc.message, "code": exc.code, "hint": exc.hint}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if exc.code in ("unauthorized", "forbidden"):
+    if exc.code in (Refusal.UNAUTHORIZED, Refusal.FORBIDDEN):
         headers.append((b"www-authenticate", b'Bearer realm="sift"'))
-    await send({"type": "http.response.start", "status": STATUS[exc.code], "headers": headers})
+    await send({"type": "http.response.start", "status": exc.http_status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,12 +21,17 @@ from jsonschema.exceptions import ValidationError
 from ninja import Schema
 
 from batch import metrics, runner
-from batch.api import JOB_ID_PATTERN, MAX_DB_INT, ensure_batch_enabled, fetch_for, read_job
-from batch.errors import Refused
+from batch.api.auth import ensure_batch_enabled
+from batch.api.batches import JOB_ID_PATTERN, MAX_DB_INT, read_job
+from batch.api.errors import fetch_error_body, refusal_body
+from batch.api.fetches import fetch_for
+from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut, job_summary
+from batch.api.validation import validate_targets
+from batch.errors import Refusal, Refused
 from batch.fetch.errors import FetchError
+from batch.fetch.outcomes import Outcome
+from batch.fetch.targets import MODES
 from batch.models import ApiKey
-from batch.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut, job_summary
-from batch.targets import MODES
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +106,7 @@ def fetch(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
-    submitted = runner.submit(caller, arguments["targets"])
+    submitted = runner.submit(caller, validate_targets(arguments["targets"]))
     return _shaped(SubmitOut, {**job_summary(submitted.job, caller), "reused": submitted.reused})
 
 
@@ -250,7 +254,8 @@ _VALIDATORS = {name: Draft202012Validator(tool.input_schema) for name, tool in T
 def check_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     """The arguments without nulls (a model may send null for "not given"), or ``invalid_request``.
 
-    A bad batch target is left to the runner, which names its index and field as the REST API does.
+    A bad batch target is left to ``batch.api.validation``, which names its index and field as
+    the REST API does.
     """
     given = {name: value for name, value in arguments.items() if value is not None}
     errors = [e for e in _VALIDATORS[tool.name].iter_errors(given) if not _inside_a_target(e)]
@@ -258,7 +263,7 @@ def check_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
         first = min(errors, key=lambda e: list(map(str, e.absolute_path)))
         field = ".".join(map(str, first.absolute_path)) or "arguments"
         raise Refused(
-            "invalid_request",
+            Refusal.INVALID_REQUEST,
             f"{field}: {first.message}",
             ARGUMENTS_HINT,
             details=[{"field": field, "message": first.message}],
@@ -271,7 +276,7 @@ def _inside_a_target(error: ValidationError) -> bool:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CallResult:
     """What a tool call came to: ``ok`` and the result, or an error code and the error envelope."""
 
     code: str
@@ -282,7 +287,7 @@ class Outcome:
         return self.code == "ok"
 
 
-def call(tool: Tool, caller: ApiKey, arguments: dict[str, Any]) -> Outcome:
+def call(tool: Tool, caller: ApiKey, arguments: dict[str, Any]) -> CallResult:
     """Run ``tool`` for ``caller`` in this (worker) thread, with a fresh view of the database."""
     started = time.monotonic()
     close_old_connections()
@@ -301,49 +306,24 @@ def call(tool: Tool, caller: ApiKey, arguments: dict[str, Any]) -> Outcome:
     return outcome
 
 
-def _outcome(tool: Tool, caller: ApiKey, arguments: dict[str, Any]) -> Outcome:
+def _outcome(tool: Tool, caller: ApiKey, arguments: dict[str, Any]) -> CallResult:
     try:
         if tool.needs_batch:
             ensure_batch_enabled()
-        return Outcome("ok", tool.run(caller, check_arguments(tool, arguments)))
+        return CallResult("ok", tool.run(caller, check_arguments(tool, arguments)))
     except Refused as exc:
-        return Outcome(exc.code, refusal_envelope(exc))
+        return CallResult(exc.code, refusal_body(exc))
     except FetchError as exc:
-        return Outcome(exc.outcome, fetch_error_envelope(exc))
+        return CallResult(exc.outcome, fetch_error_body(exc))
     except Exception:
         log.exception("mcp %s failed inside sift", tool.name)
-        return Outcome("internal", INTERNAL)
+        return CallResult(Outcome.INTERNAL, INTERNAL)
 
 
-INTERNAL = {
-    "error": "internal error",
-    "code": "internal",
-    "hint": "This is our bug; retry later or tell the operator.",
-}
+INTERNAL = {"error": "internal error", "code": Outcome.INTERNAL, "hint": Outcome.INTERNAL.hint}
 
 
-def refusal_envelope(exc: Refused) -> dict[str, Any]:
-    body: dict[str, Any] = {"error": exc.message, "code": exc.code, "hint": exc.hint}
-    if exc.retry_after is not None:
-        body["retry_after"] = exc.retry_after
-    if exc.details is not None:
-        body["details"] = exc.details
-    return body
-
-
-def fetch_error_envelope(exc: FetchError) -> dict[str, Any]:
-    """The envelope ``/v1/fetch`` answers for the same failure (docs/api.md)."""
-    if exc.outcome == "internal":
-        log.error("fetch failed inside sift: %s", exc.message)
-    body: dict[str, Any] = {"error": exc.message, "code": exc.outcome, "hint": exc.hint}
-    if exc.upstream_status is not None:
-        body["upstream_status"] = exc.upstream_status
-    if exc.outcome == "busy":
-        body["retry_after"] = max(1, math.ceil(exc.retry_after or runner.BUSY_RETRY_AFTER))
-    return body
-
-
-def as_result(tool: Tool, outcome: Outcome) -> types.CallToolResult:
+def as_result(tool: Tool, outcome: CallResult) -> types.CallToolResult:
     """The MCP result: JSON text for every client, the same object as structured content.
 
     A fetched document's content gets a text block of its own, so a model reads it as written

@@ -8,7 +8,7 @@ from batch.models import ApiKey, CallerClass
 
 
 class Command(BaseCommand):
-    help = "Create a caller and print its API key once; only its hash is stored (SPEC §2)."
+    help = "Create a caller and print its API key once; only its hash is stored."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="unique caller name")

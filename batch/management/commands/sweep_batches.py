@@ -8,7 +8,7 @@ from batch import runner
 
 
 class Command(BaseCommand):
-    help = "Delete jobs whose lease is older than SIFT_BATCH_TTL, with their targets (SPEC §3.6)."
+    help = "Delete jobs whose lease is older than SIFT_BATCH_TTL, with their targets."
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.stdout.write(f"sweep: {runner.sweep_expired_jobs()}")

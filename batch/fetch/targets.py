@@ -1,14 +1,13 @@
-"""What a target is: a URL and its options (SPEC §3.1), parsed, validated and normalised.
+"""What a target may ask the pipeline: a URL and its options (docs/api.md), parsed, validated
+and normalised.
 
 This is the one place a target is validated, for batch submissions and for ``/v1/fetch``
-alike. It knows nothing about jobs, HTTP or the fetch pipeline; it only makes sure that
-whatever reaches them is well formed, so that bad input is refused before anything is stored.
+alike. It knows nothing about jobs or HTTP; it only makes sure that whatever reaches the
+pipeline is well formed, so that bad input is refused before anything is stored.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -356,9 +355,3 @@ def _check_program_budget(targets: list[Target]) -> None:
                     f"{MAX_PROGRAM_CHARS_PER_SUBMISSION} characters in all",
                     "Reuse the same program across targets, or split the targets into several jobs.",
                 ).at(index)
-
-
-def idempotency_key(caller_name: str, targets: list[Target]) -> str:
-    """SPEC §3.2: SHA-256 of caller name, NUL, and the canonical JSON of the targets."""
-    canonical = json.dumps([t.to_dict() for t in targets], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(f"{caller_name}\x00{canonical}".encode()).hexdigest()

@@ -1,0 +1,113 @@
+"""The error envelope: every error, ours or django-ninja's, leaves the API (and MCP) as one shape.
+
+``{"error", "code", "hint"}``, plus ``retry_after`` (also sent as ``Retry-After``), ``details``
+or ``upstream_status`` where they apply (docs/api.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from functools import partial
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from batch.api.parser import BodyRefused
+from batch.errors import Refusal, Refused
+from batch.fetch.errors import FetchError
+from batch.fetch.outcomes import Outcome, RetryAfter
+
+log = logging.getLogger(__name__)
+
+# django-ninja's own HTTP errors, as refusals.
+_REFUSAL_BY_STATUS = {400: Refusal.INVALID_REQUEST, 404: Refusal.NOT_FOUND, 413: Refusal.TOO_LARGE}
+
+
+def _with_retry_after(body: dict[str, Any], seconds: float | None) -> dict[str, Any]:
+    if seconds is not None:
+        body["retry_after"] = max(1, math.ceil(seconds))
+    return body
+
+
+def refusal_body(exc: Refused) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": exc.message, "code": exc.code, "hint": exc.hint}
+    if exc.details is not None:
+        body["details"] = exc.details
+    return _with_retry_after(body, exc.retry_after)
+
+
+def fetch_error_body(exc: FetchError) -> dict[str, Any]:
+    """The outcome is the code; ``upstream_status`` says what the site answered."""
+    if exc.outcome == Outcome.INTERNAL:
+        log.error("fetch failed inside sift: %s", exc.message)
+    body: dict[str, Any] = {"error": exc.message, "code": exc.outcome, "hint": exc.hint}
+    if exc.upstream_status is not None:
+        body["upstream_status"] = exc.upstream_status
+    if exc.outcome != Outcome.BUSY:
+        return body
+    return _with_retry_after(body, exc.retry_after if exc.retry_after is not None else RetryAfter.UPSTREAM)
+
+
+def _envelope(api: NinjaAPI, request: HttpRequest, status: int, body: dict[str, Any]) -> HttpResponse:
+    response = api.create_response(request, body, status=status)
+    if "retry_after" in body:
+        response["Retry-After"] = str(body["retry_after"])
+    return response
+
+
+def error_response(api: NinjaAPI, request: HttpRequest, exc: Refused) -> HttpResponse:
+    return _envelope(api, request, exc.http_status, refusal_body(exc))
+
+
+def on_fetch_error(api: NinjaAPI, request: HttpRequest, exc: FetchError) -> HttpResponse:
+    return _envelope(api, request, exc.http_status, fetch_error_body(exc))
+
+
+def on_validation_error(api: NinjaAPI, request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    details = [
+        {"field": ".".join(str(p) for p in e["loc"][1:] if p != "payload") or "body", "message": e["msg"]}
+        for e in exc.errors
+    ]
+    first = details[0]
+    refused = Refused(
+        Refusal.INVALID_REQUEST,
+        f"{first['field']}: {first['message']}",
+        'Check the request against /v1/docs; a batch body is {"targets": ["https://..."]}.',
+        details=details,
+    )
+    return error_response(api, request, refused)
+
+
+def on_unauthenticated(api: NinjaAPI, request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    refused = Refused(
+        Refusal.UNAUTHORIZED, "missing or unknown API key", "Send Authorization: Bearer <your key>."
+    )
+    return error_response(api, request, refused)
+
+
+def on_http_error(api: NinjaAPI, request: HttpRequest, exc: HttpError) -> HttpResponse:
+    cause = exc.__cause__
+    if isinstance(cause, BodyRefused):
+        details = None if cause.field is None else [{"field": cause.field, "message": str(cause)}]
+        refused = Refused(Refusal.INVALID_REQUEST, str(cause), cause.hint, details=details)
+    else:
+        code = _REFUSAL_BY_STATUS.get(exc.status_code, Refusal.INVALID_REQUEST)
+        refused = Refused(code, str(exc), "Check the request against /v1/docs.")
+    return error_response(api, request, refused)
+
+
+def on_unexpected(api: NinjaAPI, request: HttpRequest, exc: Exception) -> HttpResponse:
+    log.exception("unhandled error in %s %s", request.method, request.path)
+    return error_response(api, request, Refused(Refusal.INTERNAL, "internal error", Outcome.INTERNAL.hint))
+
+
+def install_error_handlers(api: NinjaAPI) -> None:
+    api.add_exception_handler(FetchError, partial(on_fetch_error, api))
+    api.add_exception_handler(Refused, partial(error_response, api))
+    api.add_exception_handler(ValidationError, partial(on_validation_error, api))
+    api.add_exception_handler(AuthenticationError, partial(on_unauthenticated, api))
+    api.add_exception_handler(HttpError, partial(on_http_error, api))
+    api.add_exception_handler(Exception, partial(on_unexpected, api))
