@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from django.db import connection
+
+from batch.supervisor import live_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,6 +45,18 @@ def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "con
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def kill_tree(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``process`` and its descendants: ``run_cluster`` puts qcluster in a session of its
+    own, so killing the test's process group alone would leave the cluster running on."""
+    tree: set[int] = {process.pid}
+    while children := {entry.pid for entry in live_processes() if entry.ppid in tree} - tree:
+        tree |= children
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
 
 
 class Deployment:
@@ -140,8 +155,13 @@ class Deployment:
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            kill_tree(process)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the process and everything it started, whatever session it moved to."""
+        process = self.processes.pop(name, None)
+        if process is not None:
+            kill_tree(process)
 
     def stop_all(self) -> None:
         for name in list(self.processes):

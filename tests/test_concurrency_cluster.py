@@ -8,8 +8,6 @@ during every race; no answer may be an error, and exactly the allowed jobs are c
 
 from __future__ import annotations
 
-import os
-import signal
 from collections import Counter
 from collections.abc import Iterator
 
@@ -46,10 +44,8 @@ def cluster(tmp_path, monkeypatch) -> Iterator[Deployment]:
     )
     deployment.start_cluster()
     yield deployment
-    process = deployment.processes.pop("cluster")
-    # The cluster's whole group at once: what it was doing no longer matters, only that it is gone.
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    # The whole cluster at once: what it was doing no longer matters, only that it is gone.
+    deployment.kill("cluster")
     assert "deadlock" not in deployment.log("cluster")
 
 
