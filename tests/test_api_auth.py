@@ -1,4 +1,4 @@
-"""Bearer keys (SPEC §2): 401 without or with an unknown key, 403 revoked, 404 for others' jobs."""
+"""Bearer keys (docs/api.md): 401 without or with an unknown key, 403 revoked, 404 for others' jobs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from batch.models import ApiKey, BatchJob
 
-from .conftest import ApiClient, MakeCaller
+from .factories import ApiClient, MakeCaller
 
 URL = "https://example.org/"
 

@@ -8,7 +8,6 @@ bounded so that both phases run in well under two minutes.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 import socket
@@ -26,12 +25,13 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 
-from batch import runner
+from batch import waits
 from batch.api import api
 from batch.fetch import guard
 from batch.models import ApiKey, BatchJob, hash_key
 
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+from .factories import LOOPBACK
+
 EXAMPLES_PER_OPERATION = 30
 STATEFUL_EXAMPLES = 20
 DOCUMENTED_5XX = {
@@ -80,9 +80,11 @@ def fuzz_caller(transactional_db: None, settings: Any, monkeypatch: pytest.Monke
     settings.SIFT_BATCH_JOBS_TOTAL = 10_000
     monkeypatch.setattr(guard, "resolve", numeric_only)
     # No cluster runs here, so a job never finishes and every ?wait= would run to its end.
-    real_get_job = runner.get_job
+    real_until_finished = waits.until_finished
     monkeypatch.setattr(
-        runner, "get_job", lambda caller, job_id, wait=0: real_get_job(caller, job_id, wait=min(wait, 0.1))
+        waits,
+        "until_finished",
+        lambda caller, job, seconds: real_until_finished(caller, job, min(seconds, 0.1)),
     )
     signals.request_started.disconnect(close_old_connections)
     signals.request_finished.disconnect(close_old_connections)

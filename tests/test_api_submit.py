@@ -1,12 +1,14 @@
-"""POST /v1/batch follows SPEC §3.2 in order: empty, validation, idempotency, caps, store."""
+"""POST /v1/batch checks in order: empty, validation, idempotency, caps, then stores (docs/api.md)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from batch.models import BatchJob, BatchTarget
 
-from .conftest import MakeCaller
+from .factories import MakeCaller
 
 URL = "https://example.org/page"
 
@@ -203,7 +205,7 @@ def test_too_many_targets_is_refused_before_any_target_is_validated(agent, setti
     def no_compiling(*args, **kwargs):
         raise AssertionError("compiled a program before the cheap checks")
 
-    monkeypatch.setattr(targets.jq, "compile", no_compiling)
+    monkeypatch.setattr(targets, "compile_jq", no_compiling)
     monkeypatch.setattr(targets.re2, "compile", no_compiling)
     _, client = agent
     invalid = {"url": "ftp://x", "options": {"jq": ".a", "grep": "a"}}
@@ -215,10 +217,13 @@ def test_every_target_passes_its_cheap_checks_before_any_program_is_compiled(age
     from batch import targets
 
     compiled: list[str] = []
-    real_compile = targets.jq.compile
-    monkeypatch.setattr(
-        targets.jq, "compile", lambda program: compiled.append(program) or real_compile(program)
-    )
+    real_compile = targets.compile_jq
+
+    def counting(program: str) -> Any:
+        compiled.append(program)
+        return real_compile(program)
+
+    monkeypatch.setattr(targets, "compile_jq", counting)
     _, client = agent
     body = {
         "targets": [{"url": URL, "options": {"jq": ".a"}}, {"url": URL, "options": {"jq": ".b"}}, "ftp://x"]
@@ -232,10 +237,13 @@ def test_a_program_repeated_across_targets_is_compiled_once(agent, monkeypatch):
     from batch import targets
 
     compiled: list[str] = []
-    real_compile = targets.jq.compile
-    monkeypatch.setattr(
-        targets.jq, "compile", lambda program: compiled.append(program) or real_compile(program)
-    )
+    real_compile = targets.compile_jq
+
+    def counting(program: str) -> Any:
+        compiled.append(program)
+        return real_compile(program)
+
+    monkeypatch.setattr(targets, "compile_jq", counting)
     _, client = agent
     body = {"targets": [{"url": f"{URL}?{i}", "options": {"jq": ".items[0]"}} for i in range(20)]}
     assert client.post("/v1/batch", body).status_code == 202
@@ -301,7 +309,7 @@ def test_a_stored_target_is_rebuilt_without_compiling_its_programs(monkeypatch):
     def no_compiling(*args, **kwargs):
         raise AssertionError("recompiled a validated target")
 
-    monkeypatch.setattr(targets.jq, "compile", no_compiling)
+    monkeypatch.setattr(targets, "compile_jq", no_compiling)
     monkeypatch.setattr(targets.re2, "compile", no_compiling)
     stored = {"mode": "text", "grep": "tide", "jq": ".a", "pages": "1-2", "recover": True}
 

@@ -12,11 +12,11 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import urllib3.util.connection
-from django.db import connection
+from django.db import connection, models
 from django.utils import timezone
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -27,7 +27,8 @@ from batch.fetch.client import Download
 from batch.fetch.headers import imf_fixdate
 from batch.fetch.models import CachedDocument
 
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+from .factories import LOOPBACK
+
 PAGE = b"<html><head><title>Tides</title></head><body><p>The tide comes in twice a day.</p></body></html>"
 
 
@@ -207,7 +208,7 @@ def test_every_string_stored_is_clean_and_fits_its_column(db) -> None:
         value = getattr(row, field)
         assert "\x00" not in value
         value.encode("utf-8")  # no lone surrogate
-        size = CachedDocument._meta.get_field(field).max_length
+        size = cast(models.Field, CachedDocument._meta.get_field(field)).max_length
         assert size is None or len(value) <= size
     assert row.etag == '"ok"'
     assert cache.lookup("fleet", "http://example.test/\ud83d") == row

@@ -1,4 +1,4 @@
-"""The HTTP client (SPEC §5.1, §5.2): pinned connections, redirects, limits and outcomes.
+"""The HTTP client (docs/fetch-client.md): pinned connections, redirects, limits and outcomes.
 
 Every upstream is a server on loopback. A jail around urllib3's ``create_connection`` sends any
 connection to a non-loopback address to the local test server instead (recording where it
@@ -33,7 +33,8 @@ from werkzeug import Response
 from batch.fetch import client, guard
 from batch.fetch.errors import FetchError
 
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+from .factories import LOOPBACK
+
 PUBLIC = "93.184.215.14"  # a global address; the jail turns it into the local test server
 CAP = 1000
 
@@ -48,7 +49,7 @@ class Jail:
         self.detoured: list[str] = []
         self._real = urllib3.util.connection.create_connection
 
-    def create_connection(self, address: tuple[str, int], *args: object, **kwargs: object) -> socket.socket:
+    def create_connection(self, address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
         host, port = address
         if not ipaddress.ip_address(host.split("%")[0]).is_loopback:
             self.detoured.append(host)

@@ -1,4 +1,4 @@
-"""The fetch gate spans processes and frees the slots of dead ones (SPEC §5.5)."""
+"""The fetch gate spans processes and frees the slots of dead ones (docs/fetch-pipeline.md)."""
 
 from __future__ import annotations
 

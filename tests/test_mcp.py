@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
@@ -31,52 +28,20 @@ from batch.fetch.models import CachedDocument
 from batch.mcp import tools
 from batch.models import ApiKey, BatchJob
 
-from .conftest import MakeCaller
 from .deployment import Deployment
+from .factories import SCRIPTED_BASE, MakeCaller
+from .upstream import ARTICLE, page_upstream
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.mcp]
 
 ERAS = ["auto", "legacy"]
 PAGE_PATH = "/tides-of-the-north-sea"
-ARTICLE = b"""<!doctype html><html lang="en"><head><title>Tides explained</title></head><body>
-<nav><a href="/">Home</a> | <a href="/shop">Shop the sale</a></nav>
-<article><h1>Tides explained</h1>
-<p>Tides are the rise and fall of sea levels caused by the gravity of the Moon and the Sun.</p>
-<p>Spring tides happen when the Sun and the Moon line up, giving the largest range of the tide.</p>
-<p>Neap tides happen when they pull at right angles, and the range between high and low water is smallest.</p>
-</article><footer>Copyright 2026 Sea Facts Ltd.</footer></body></html>"""
-BATCH_URL = "https://upstream.test/"
-
-
-class _ArticleHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(ARTICLE)))
-        self.end_headers()
-        self.wfile.write(ARTICLE)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@contextmanager
-def article_upstream() -> Iterator[int]:
-    """Serve the article on 127.0.0.1; yield the port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ArticleHandler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+BATCH_URL = SCRIPTED_BASE
 
 
 @pytest.fixture(scope="module")
 def upstream_port() -> Iterator[int]:
-    with article_upstream() as port:
+    with page_upstream(ARTICLE.encode(), "text/html; charset=utf-8") as port:
         yield port
 
 
@@ -401,7 +366,7 @@ def test_an_unexpected_exception_in_a_tool_is_an_internal_error_result_with_the_
     result = tools.as_result(tool, tools.call(tool, caller, {}))
     body = _refusal(result)
     assert body["code"] == "internal"
-    assert "secret detail" not in result.content[0].text
+    assert "secret detail" not in result.content[0].text  # type: ignore[union-attr]
     assert "secret detail of the crash" in caplog.text
 
 

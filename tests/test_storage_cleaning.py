@@ -42,7 +42,7 @@ Behaviour = Callable[[], Any]
 
 def _hostile(behaviours: dict[str, Behaviour]) -> worker.FetchFunc:
     def fetch(caller: worker.Caller, target: Target) -> worker.Result:
-        return behaviours[target.url]()  # type: ignore[no-any-return]
+        return behaviours[target.url]()
 
     return fetch
 

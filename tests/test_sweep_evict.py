@@ -13,6 +13,8 @@ from django.utils import timezone
 from batch import runner
 from batch.models import BatchJob, BatchTarget
 
+from .factories import make_job
+
 URL = "https://example.org/"
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -74,20 +76,16 @@ def test_sweep_batches_removes_expired_jobs_and_prints_counts(agent, day_ttl):
 
 
 def _finished_job(caller, *, n_bytes: int, minutes: int, status: str = "done") -> BatchJob:
+    target = {"url": URL, "status": "done", "result": {"content": "x", "meta": {}}}
     at = T0 + timedelta(minutes=minutes)
-    job = BatchJob.objects.create(
-        caller=caller, caller_class="fleet", status=status, targets_total=1, targets_done=1,
-        created_at=at, finished_at=at, lease=timezone.now(), idem_key=f"k{minutes}", n_bytes=n_bytes,
-    )  # fmt: skip
-    BatchTarget.objects.create(job=job, idx=0, url=URL, status="done", result={"content": "x", "meta": {}})
-    return job
+    return make_job(caller, status, targets=[target], created_at=at, lease=timezone.now(), n_bytes=n_bytes)
 
 
 def _live_job(caller, *, n_bytes: int, minutes: int) -> BatchJob:
     at = T0 + timedelta(minutes=minutes)
-    return BatchJob.objects.create(
-        caller=caller, caller_class="fleet", status="running", targets_total=2, targets_done=1,
-        created_at=at, lease=timezone.now(), idem_key=f"live{minutes}", n_bytes=n_bytes,
+    return make_job(
+        caller, "running", targets=[], created_at=at, lease=timezone.now(), n_bytes=n_bytes,
+        targets_total=2, targets_done=1,
     )  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""The cluster's entry points and schedules (SPEC §3.4, §3.6)."""
+"""The cluster's entry points and schedules (docs/workers.md)."""
 
 from __future__ import annotations
 
