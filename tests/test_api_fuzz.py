@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -31,6 +30,7 @@ from batch.fetch import guard
 from batch.models import ApiKey, BatchJob, hash_key
 
 from .factories import LOOPBACK
+from .upstream import numeric_resolve
 
 EXAMPLES_PER_OPERATION = 30
 STATEFUL_EXAMPLES = 20
@@ -44,12 +44,6 @@ ANSWERS: Counter[tuple[str, str, int]] = Counter()
 _JOB_PATH = re.compile(r"^/v1/batch/[0-9a-f]{32}")
 # A key made for this test only, so the schema's config can send it on every request.
 FUZZ_KEY = "sk_fuzzing-only-" + "x" * 27
-
-
-def numeric_only(host: str, port: int) -> list[str]:
-    """Resolve literal addresses only: a generated name is never sent to DNS."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
-    return [str(info[4][0]) for info in infos]
 
 
 class CountingApp:
@@ -78,7 +72,7 @@ def fuzz_caller(transactional_db: None, settings: Any, monkeypatch: pytest.Monke
     settings.SIFT_FETCH_CONNECT_TIMEOUT = 1
     settings.SIFT_BATCH_JOBS_PER_CALLER = 10_000
     settings.SIFT_BATCH_JOBS_TOTAL = 10_000
-    monkeypatch.setattr(guard, "resolve", numeric_only)
+    monkeypatch.setattr(guard, "resolve", numeric_resolve)  # a generated name never reaches DNS
     # No cluster runs here, so a job never finishes and every ?wait= would run to its end.
     real_until_finished = waits.until_finished
     monkeypatch.setattr(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ipaddress
 import socket
 import sys
-from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -21,25 +20,9 @@ from batch.fetch import guard
 from batch.fetch.errors import FetchError
 
 from .factories import LOOPBACK
+from .upstream import REAL_RESOLVE, numeric_resolve, resolver_for
 
 PUBLIC = "93.184.215.14"
-REAL_RESOLVE = guard.resolve
-
-
-def numeric_resolve(host: str, port: int) -> list[str]:
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
-    return [str(info[4][0]) for info in infos]
-
-
-def resolver_for(names: dict[str, list[str]]) -> Callable[[str, int], list[str]]:
-    def resolve(host: str, port: int) -> list[str]:
-        if host in names:
-            return names[host]
-        if host == "localhost":
-            return REAL_RESOLVE(host, port)  # /etc/hosts, never DNS
-        return numeric_resolve(host, port)
-
-    return resolve
 
 
 @pytest.fixture(autouse=True)

@@ -1,12 +1,23 @@
-"""Upstreams on loopback for the tests: a threaded page server, and the pages it serves."""
+"""Upstreams on loopback for the tests, and a resolver that never asks DNS.
+
+``page_upstream`` serves one page over HTTP; ``RawServer`` answers on a bare socket, for
+upstreams that break HTTP on purpose. ``numeric_resolve`` and ``resolver_for`` stand in for
+``guard.resolve`` so that no host name a test writes or generates reaches a DNS server.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from batch.fetch import guard
+
+REAL_RESOLVE = guard.resolve
 
 # An article with navigation and a footer around it, for extraction to keep only the article.
 ARTICLE = """<!doctype html><html lang="en"><head><title>Tides explained</title>
@@ -60,3 +71,66 @@ def slow_upstream(delay: float) -> Iterator[str]:
     """Serve every GET after ``delay`` seconds, many at once; yield the base URL."""
     with page_upstream(b"slow but here", "text/plain", delay) as port:
         yield f"http://127.0.0.1:{port}"
+
+
+class RawServer:
+    """A TCP server on 127.0.0.1 that logs each request head and answers with ``handler``.
+
+    With ``head=False`` the handler runs at once, without waiting for a request head."""
+
+    def __init__(self, handler: Callable[[socket.socket, RawServer], None], *, head: bool = True) -> None:
+        self.handler = handler
+        self.wait_for_head = head
+        self.requests: list[bytes] = []
+        self.stopped = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.1)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(10)
+            head = b""
+            while self.wait_for_head and b"\r\n\r\n" not in head:
+                data = conn.recv(4096)
+                if not data:
+                    return
+                head += data
+            self.requests.append(head)
+            with contextlib.suppress(OSError):  # the client hung up, as several tests want
+                self.handler(conn, self)
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.listener.close()
+
+
+def numeric_resolve(host: str, port: int) -> list[str]:
+    """Resolve literal addresses only: ``AI_NUMERICHOST`` parses and never asks DNS."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    return [str(info[4][0]) for info in infos]
+
+
+def resolver_for(names: dict[str, list[str]]) -> Callable[[str, int], list[str]]:
+    """A ``guard.resolve`` that answers ``names`` from the table (read at each call), ``localhost``
+    from /etc/hosts, and numeric hosts by parsing them: never DNS."""
+
+    def resolve(host: str, port: int) -> list[str]:
+        if host in names:
+            return names[host]
+        if host == "localhost":
+            return REAL_RESOLVE(host, port)  # /etc/hosts, never DNS
+        return numeric_resolve(host, port)
+
+    return resolve
