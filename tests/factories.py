@@ -32,6 +32,7 @@ class ApiClient:
     """A Django test client that sends one caller's bearer key and JSON bodies."""
 
     def __init__(self, raw_key: str | None) -> None:
+        self.raw_key = raw_key
         self.client = Client()
         self.headers = {"Authorization": f"Bearer {raw_key}"} if raw_key else {}
 
