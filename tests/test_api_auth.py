@@ -6,7 +6,7 @@ import pytest
 
 from batch.models import ApiKey, BatchJob
 
-from .factories import ApiClient, MakeCaller
+from .factories import ApiClient, MakeCaller, submit
 
 URL = "https://example.org/"
 
@@ -40,7 +40,7 @@ def test_the_key_itself_is_never_stored(agent):
 def test_another_callers_job_is_404_on_get_target_and_delete_like_an_unknown_id(make_caller: MakeCaller):
     _, alice = make_caller("alice")
     _, bob = make_caller("bob")
-    job_id = alice.post("/v1/batch", {"targets": [URL]}).json()["id"]
+    job_id = submit(alice, [URL])["id"]
     unknown = bob.get("/v1/batch/0123456789abcdef0123456789abcdef")
     for response in (
         bob.get(f"/v1/batch/{job_id}"),
