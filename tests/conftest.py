@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
-from django.test import Client, override_settings
+from django.test import override_settings
 
 from batch.models import ApiKey
+
+from .factories import ApiClient, MakeCaller
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -17,26 +18,6 @@ def fetch_only_allowed(django_test_environment: None) -> Iterator[None]:
     ``SIFT_FETCH_ALLOW_CIDRS`` (loopback in the tests that serve pages), public ones included."""
     with override_settings(SIFT_FETCH_ONLY_ALLOWED=True):
         yield
-
-
-class ApiClient:
-    """A Django test client that sends one caller's bearer key and JSON bodies."""
-
-    def __init__(self, raw_key: str | None) -> None:
-        self.client = Client()
-        self.headers = {"Authorization": f"Bearer {raw_key}"} if raw_key else {}
-
-    def get(self, path: str, **params: Any) -> Any:
-        return self.client.get(path, params, headers=self.headers)
-
-    def post(self, path: str, body: Any) -> Any:
-        return self.client.post(path, body, content_type="application/json", headers=self.headers)
-
-    def delete(self, path: str) -> Any:
-        return self.client.delete(path, headers=self.headers)
-
-
-MakeCaller = Callable[..., tuple[ApiKey, ApiClient]]
 
 
 @pytest.fixture

@@ -59,6 +59,30 @@ def kill_tree(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
+def procfile_command(process: str) -> str:
+    """The command of one Procfile line, so tests start exactly what a deployment starts."""
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == process:
+            return command.strip()
+    raise AssertionError(f"the Procfile has no {process!r} line")
+
+
+def spawn_procfile(process: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start one Procfile line as honcho would: through a shell, with this virtualenv's scripts
+    first on ``PATH``, in its own session, logging to ``log``."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            ["sh", "-c", "exec " + procfile_command(process)],
+            cwd=ROOT,
+            env={**env, "PATH": path},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 class Deployment:
     """Start and stop the Procfile's processes with a given environment, logging to ``tmp``."""
 
@@ -103,13 +127,19 @@ class Deployment:
         self._spawn("web", [gunicorn, "sift_site.wsgi", "--bind", bind, "--workers", str(workers)])
         wait_for(self._web_answers, what="gunicorn to answer")
 
+    def start_procfile(self, process: str, **env: str) -> None:
+        """Start the Procfile's ``process`` line as written, with ``env`` added to this environment."""
+        self.processes[process] = spawn_procfile(process, {**self.env, **env}, self.tmp / f"{process}.log")
+
+    def start_procfile_web(self) -> None:
+        """The Procfile's ``web`` line on this deployment's port; returns once it answers."""
+        self.start_procfile("web", PORT=str(self.port))
+        wait_for(self._web_answers, what="the Procfile's gunicorn to answer")
+
     def start_mcp(self) -> str:
         """The Procfile's ``mcp`` line as written, on a free ``MCP_PORT``; answers the endpoint's URL."""
-        line = next(x for x in (ROOT / "Procfile").read_text().splitlines() if x.startswith("mcp:"))
         self.mcp_port = free_port()
-        path = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"
-        command = ["sh", "-c", "exec " + line.removeprefix("mcp:").strip()]
-        self._spawn("mcp", command, MCP_PORT=str(self.mcp_port), PATH=path)
+        self.start_procfile("mcp", MCP_PORT=str(self.mcp_port))
         url = f"http://127.0.0.1:{self.mcp_port}/mcp"
         wait_for(lambda: self._answers(url), timeout=60, what="the mcp process to answer")
         return url

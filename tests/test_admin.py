@@ -1,10 +1,9 @@
-"""The staff console (SPEC §8): job list and pages, target pages, cancel and delete, API keys."""
+"""The staff console (docs/admin.md): job list and pages, target pages, cancel and delete, API keys."""
 
 from __future__ import annotations
 
 import re
-import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,59 +16,13 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from batch.models import FINISHED_STATUSES, ApiKey, BatchJob, BatchTarget, hash_key
-from tests.conftest import MakeCaller
+from batch.models import ApiKey, BatchJob, BatchTarget, hash_key
+
+from .factories import MakeCaller, done_target, failed_target, make_job
 
 JOBS_URL = reverse("admin:batch_batchjob_changelist")
 KEYS_URL = reverse("admin:batch_apikey_changelist")
 NOON = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
-
-
-def make_job(
-    caller: ApiKey,
-    status: str = "queued",
-    *,
-    targets: Sequence[dict[str, Any]] = ({},),
-    created_at: datetime | None = None,
-) -> BatchJob:
-    """A job row as the runner would have left it, with ``targets`` given as BatchTarget fields."""
-    when = created_at or timezone.now()
-    finished = [t for t in targets if t.get("status") in ("done", "failed")]
-    job = BatchJob.objects.create(
-        caller=caller,
-        caller_class=caller.caller_class,
-        status=status,
-        targets_total=len(targets),
-        targets_done=len(finished),
-        targets_failed=sum(1 for t in finished if t["status"] == "failed"),
-        created_at=when,
-        lease=when,
-        finished_at=when if status in FINISHED_STATUSES else None,
-        idem_key=secrets.token_hex(32),
-    )
-    BatchTarget.objects.bulk_create(
-        BatchTarget(job=job, idx=i, **{"url": f"https://example.org/{i}", **fields})
-        for i, fields in enumerate(targets)
-    )
-    return job
-
-
-def done_target(
-    content: str = "# Hello", meta: dict[str, Any] | None = None, **fields: Any
-) -> dict[str, Any]:
-    meta = {"title": "Hello", "status": 200} if meta is None else meta
-    return {"status": "done", "result": {"content": content, "meta": meta}, "n_bytes": 2048, **fields}
-
-
-def failed_target(**fields: Any) -> dict[str, Any]:
-    return {
-        "status": "failed",
-        "outcome": "blocked",
-        "error": "the address is not public",
-        "hint": "Use a public URL.",
-        "attempts": 1,
-        **fields,
-    }
 
 
 def list_rows(response: Any) -> dict[str, dict[str, str]]:

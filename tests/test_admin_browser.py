@@ -16,7 +16,8 @@ from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
 from batch.models import ApiKey
-from tests.test_admin import done_target, failed_target, make_job
+
+from .factories import done_target, failed_target, make_job
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the background-networking flags Chromium reaches for the network, which is closed here.

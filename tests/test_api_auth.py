@@ -1,4 +1,4 @@
-"""Bearer keys (SPEC §2): 401 without or with an unknown key, 403 revoked, 404 for others' jobs."""
+"""Bearer keys (docs/api.md): 401 without or with an unknown key, 403 revoked, 404 for others' jobs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from batch.models import ApiKey, BatchJob
 
-from .conftest import ApiClient, MakeCaller
+from .factories import ApiClient, MakeCaller, submit
 
 URL = "https://example.org/"
 
@@ -32,7 +32,7 @@ def test_a_revoked_key_is_403(agent):
 
 def test_the_key_itself_is_never_stored(agent):
     api_key, client = agent
-    raw_key = client.headers["Authorization"].removeprefix("Bearer ")
+    raw_key = client.raw_key
     stored = ApiKey.objects.filter(pk=api_key.pk).values_list()[0]
     assert raw_key not in [str(value) for value in stored]
 
@@ -40,7 +40,7 @@ def test_the_key_itself_is_never_stored(agent):
 def test_another_callers_job_is_404_on_get_target_and_delete_like_an_unknown_id(make_caller: MakeCaller):
     _, alice = make_caller("alice")
     _, bob = make_caller("bob")
-    job_id = alice.post("/v1/batch", {"targets": [URL]}).json()["id"]
+    job_id = submit(alice, [URL])["id"]
     unknown = bob.get("/v1/batch/0123456789abcdef0123456789abcdef")
     for response in (
         bob.get(f"/v1/batch/{job_id}"),

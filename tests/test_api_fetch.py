@@ -1,8 +1,10 @@
-"""/v1/fetch end to end through the API, against pages served on loopback (SPEC §4, §5)."""
+"""/v1/fetch end to end through the API, against pages served on loopback.
+
+What it answers: docs/api.md; how it fetches: docs/fetch-pipeline.md.
+"""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 
 import pytest
@@ -10,18 +12,9 @@ from werkzeug import Response
 
 from batch.fetch.models import CachedDocument
 
+from .factories import LOOPBACK
 from .fixtures.pdf_writer import build_pdf
-from .upstream import slow_upstream
-
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
-ARTICLE = """<!doctype html><html lang="en"><head><title>Tides explained</title>
-<link rel="canonical" href="https://example.org/tides"></head><body>
-<nav><a href="/">Home</a> | <a href="/shop">Shop the sale</a> | <a href="/login">Log in</a></nav>
-<article><h1>Tides explained</h1>
-<p>Tides are the rise and fall of sea levels caused by the gravity of the Moon and the Sun.</p>
-<p>Spring tides happen when the Sun and the Moon line up, giving the largest range of the tide.</p>
-<p>Neap tides happen when they pull at right angles, and the range between high and low water is smallest.</p>
-</article><footer>Copyright 2026 Sea Facts Ltd. All rights reserved.</footer></body></html>"""
+from .upstream import ARTICLE, slow_upstream
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Reading, listing and cancelling jobs over the API (SPEC §3.5, §4)."""
+"""Reading, listing and cancelling jobs over the API (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from django.utils import timezone
 
 from batch.models import BatchJob, BatchTarget
 
+from .factories import submit
+
 URL = "https://example.org/"
 
 
-def _submit(client, targets=None):
-    return client.post("/v1/batch", {"targets": targets or [URL, URL + "b"]}).json()
+TARGETS = [URL, URL + "b"]
 
 
 def _finish_first_target(job_id: str) -> None:
@@ -23,7 +24,7 @@ def _finish_first_target(job_id: str) -> None:
 
 def test_get_job_returns_every_summary_field_and_its_targets(agent):
     _, client = agent
-    job = _submit(client)
+    job = submit(client, TARGETS)
     body = client.get(f"/v1/batch/{job['id']}").json()
     assert set(body) == {
         "id", "caller", "caller_class", "status", "error", "targets_total", "targets_done",
@@ -47,7 +48,7 @@ def test_get_job_returns_every_summary_field_and_its_targets(agent):
 
 def test_content_false_leaves_the_content_out_and_keeps_meta(agent):
     _, client = agent
-    job = _submit(client)
+    job = submit(client, TARGETS)
     _finish_first_target(job["id"])
     full = client.get(f"/v1/batch/{job['id']}").json()["targets"][0]["result"]
     slim = client.get(f"/v1/batch/{job['id']}", content="false").json()["targets"][0]["result"]
@@ -57,7 +58,7 @@ def test_content_false_leaves_the_content_out_and_keeps_meta(agent):
 
 def test_one_target_is_served_with_its_full_result(agent):
     _, client = agent
-    job = _submit(client)
+    job = submit(client, TARGETS)
     _finish_first_target(job["id"])
     body = client.get(f"/v1/batch/{job['id']}/targets/0").json()
     assert body["result"]["content"] == "# Hello"
@@ -66,7 +67,7 @@ def test_one_target_is_served_with_its_full_result(agent):
 
 def test_wait_returns_at_once_for_a_finished_job(agent):
     _, client = agent
-    job = _submit(client)
+    job = submit(client, TARGETS)
     client.delete(f"/v1/batch/{job['id']}")
     response = client.get(f"/v1/batch/{job['id']}", wait=60)
     assert response.status_code == 200
@@ -75,7 +76,7 @@ def test_wait_returns_at_once_for_a_finished_job(agent):
 
 def test_wait_gives_up_after_the_seconds_asked_and_answers_the_live_job(agent):
     _, client = agent
-    job = _submit(client)
+    job = submit(client, TARGETS)
     started = time.monotonic()
     response = client.get(f"/v1/batch/{job['id']}", wait=1)
     assert response.json()["status"] == "queued"
@@ -84,7 +85,7 @@ def test_wait_gives_up_after_the_seconds_asked_and_answers_the_live_job(agent):
 
 def test_wait_out_of_range_is_400(agent):
     _, client = agent
-    job = _submit(client)
+    job = submit(client, TARGETS)
     response = client.get(f"/v1/batch/{job['id']}", wait=61)
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_request"
@@ -92,7 +93,7 @@ def test_wait_out_of_range_is_400(agent):
 
 def test_cancel_a_queued_job_answers_cancelled_and_leaves_targets_pending(agent):
     _, client = agent
-    job = _submit(client)
+    job = submit(client, TARGETS)
     response = client.delete(f"/v1/batch/{job['id']}")
     assert response.status_code == 200
     assert response.json()["status"] == "cancelled"
@@ -104,7 +105,7 @@ def test_cancel_a_queued_job_answers_cancelled_and_leaves_targets_pending(agent)
 
 def test_cancel_again_is_409_already_finished(agent):
     _, client = agent
-    job = _submit(client)
+    job = submit(client, TARGETS)
     client.delete(f"/v1/batch/{job['id']}")
     response = client.delete(f"/v1/batch/{job['id']}")
     assert response.status_code == 409
@@ -113,7 +114,7 @@ def test_cancel_again_is_409_already_finished(agent):
 
 def test_cancel_a_done_job_is_409(agent):
     _, client = agent
-    job = _submit(client)
+    job = submit(client, TARGETS)
     BatchJob.objects.filter(pk=job["id"]).update(status="done", finished_at=timezone.now())
     assert client.delete(f"/v1/batch/{job['id']}").status_code == 409
 
@@ -121,7 +122,7 @@ def test_cancel_a_done_job_is_409(agent):
 def test_list_is_newest_first_and_paginated(agent, settings):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 5
     _, client = agent
-    ids = [_submit(client, [f"{URL}?{i}"])["id"] for i in range(3)]
+    ids = [submit(client, [f"{URL}?{i}"])["id"] for i in range(3)]
     page = client.get("/v1/batch", limit=2).json()
     assert page["count"] == 3
     assert [j["id"] for j in page["items"]] == ids[::-1][:2]

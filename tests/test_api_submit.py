@@ -1,12 +1,14 @@
-"""POST /v1/batch follows SPEC §3.2 in order: empty, validation, idempotency, caps, store."""
+"""POST /v1/batch checks in order: empty, validation, idempotency, caps, then stores (docs/api.md)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from batch.models import BatchJob, BatchTarget
 
-from .conftest import MakeCaller
+from .factories import MakeCaller
 
 URL = "https://example.org/page"
 
@@ -216,9 +218,12 @@ def test_every_target_passes_its_cheap_checks_before_any_program_is_compiled(age
 
     compiled: list[str] = []
     real_compile = targets.compile_jq
-    monkeypatch.setattr(
-        targets, "compile_jq", lambda program: compiled.append(program) or real_compile(program)
-    )
+
+    def counting(program: str) -> Any:
+        compiled.append(program)
+        return real_compile(program)
+
+    monkeypatch.setattr(targets, "compile_jq", counting)
     _, client = agent
     body = {
         "targets": [{"url": URL, "options": {"jq": ".a"}}, {"url": URL, "options": {"jq": ".b"}}, "ftp://x"]
@@ -233,9 +238,12 @@ def test_a_program_repeated_across_targets_is_compiled_once(agent, monkeypatch):
 
     compiled: list[str] = []
     real_compile = targets.compile_jq
-    monkeypatch.setattr(
-        targets, "compile_jq", lambda program: compiled.append(program) or real_compile(program)
-    )
+
+    def counting(program: str) -> Any:
+        compiled.append(program)
+        return real_compile(program)
+
+    monkeypatch.setattr(targets, "compile_jq", counting)
     _, client = agent
     body = {"targets": [{"url": f"{URL}?{i}", "options": {"jq": ".items[0]"}} for i in range(20)]}
     assert client.post("/v1/batch", body).status_code == 202

@@ -1,4 +1,7 @@
-"""A batch fetched for real: the production FetchFunc through a real qcluster (SPEC §3.4, §5)."""
+"""A batch fetched for real: the production FetchFunc through a real qcluster.
+
+How targets run: docs/workers.md; how each is fetched: docs/fetch-pipeline.md.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from batch.models import BatchJob
 
 from .deployment import Deployment, wait_for
 from .fixtures.pdf_writer import build_pdf
-from .test_api_fetch import ARTICLE
+from .upstream import ARTICLE
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 

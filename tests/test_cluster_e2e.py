@@ -1,4 +1,4 @@
-"""End to end with a real ``qcluster`` subprocess on the test database (SPEC §3.4 to §3.6, §6)."""
+"""End to end with a real ``qcluster`` subprocess on the test database (docs/workers.md, docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from batch import runner
-from batch.api.validation import validate_targets
 from batch.models import BatchJob
 
 from . import fetchers
 from .deployment import Deployment, wait_for
+from .factories import SCRIPTED_BASE, scripted_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 
-BASE = "https://upstream.test/"
+BASE = SCRIPTED_BASE
 
 
 @pytest.fixture
@@ -48,10 +48,6 @@ def deploy(tmp_path, monkeypatch, settings):
         deployment.stop_all()
 
 
-def _submit(caller, *queries: str) -> BatchJob:
-    return runner.submit(caller, validate_targets([f"{BASE}{i}?{q}" for i, q in enumerate(queries)])).job
-
-
 def _finished(job: BatchJob, timeout: float = 60) -> BatchJob:
     def settled() -> BatchJob | None:
         job.refresh_from_db()
@@ -63,11 +59,11 @@ def _finished(job: BatchJob, timeout: float = 60) -> BatchJob:
 def test_a_job_goes_queued_running_done_and_failures_make_partial_or_failed(deploy, agent):
     caller, _ = agent
     deploy()
-    done = _submit(caller, "sleep=0.3", "a=1", "b=1")
+    done = scripted_job(caller, "sleep=0.3", "a=1", "b=1")
     assert done.status == "queued"
     wait_for(lambda: BatchJob.objects.get(pk=done.pk).status == "running", what="running")
-    partial = _submit(caller, "a=2", "fail=timeout")
-    failed = _submit(caller, "fail=blocked", "fail=unsupported")
+    partial = scripted_job(caller, "a=2", "fail=timeout")
+    failed = scripted_job(caller, "fail=blocked", "fail=unsupported")
     assert (_finished(done).status, done.targets_done, done.targets_failed) == ("done", 3, 0)
     assert (_finished(partial).status, partial.targets_done, partial.targets_failed) == ("partial", 2, 1)
     assert (_finished(failed).status, failed.targets_done, failed.targets_failed) == ("failed", 2, 2)
@@ -80,7 +76,9 @@ def test_never_more_than_two_targets_in_flight_even_with_two_clusters(
     deployment = deploy(SIFT_BATCH_WORKERS="2")
     if clusters == 2:
         deployment.start_cluster("cluster2")
-    jobs = [_submit(make_caller(f"c{i}")[0], *[f"sleep=0.2&j={i}&t={t}" for t in range(8)]) for i in range(3)]
+    jobs = [
+        scripted_job(make_caller(f"c{i}")[0], *[f"sleep=0.2&j={i}&t={t}" for t in range(8)]) for i in range(3)
+    ]
     for job in jobs:
         assert _finished(job, 90).status == "done"
     assert fetchers.max_concurrency(tmp_path) == 2
@@ -89,8 +87,8 @@ def test_never_more_than_two_targets_in_flight_even_with_two_clusters(
 
 def test_a_small_job_submitted_second_is_not_starved_by_a_big_one(deploy, make_caller, tmp_path):
     deploy()
-    big = _submit(make_caller("big")[0], *[f"sleep=0.1&big={i}" for i in range(32)])
-    small = _submit(make_caller("small")[0], "small=1")
+    big = scripted_job(make_caller("big")[0], *[f"sleep=0.1&big={i}" for i in range(32)])
+    small = scripted_job(make_caller("small")[0], "small=1")
     _finished(small)
     starts = [url for event, _, _, url in fetchers.read_calls(tmp_path) if event == "start"]
     assert sum("big=" in url for url in starts[: starts.index(next(u for u in starts if "small" in u))]) <= 2
@@ -99,9 +97,9 @@ def test_a_small_job_submitted_second_is_not_starved_by_a_big_one(deploy, make_c
 
 def test_busy_targets_are_retried_and_give_up_after_retry_for_while_others_finish(deploy, make_caller):
     deploy(SIFT_BATCH_RETRY_FOR="3s")
-    flaky = _submit(make_caller("flaky")[0], "busy=2")
-    stuck = _submit(make_caller("stuck")[0], "busy=always")
-    fine = _submit(make_caller("fine")[0], "a=1", "b=1")
+    flaky = scripted_job(make_caller("flaky")[0], "busy=2")
+    stuck = scripted_job(make_caller("stuck")[0], "busy=always")
+    fine = scripted_job(make_caller("fine")[0], "a=1", "b=1")
     assert _finished(fine).status == "done"
     assert _finished(flaky).status == "done"
     assert flaky.targets.get().attempts == 3
@@ -122,7 +120,7 @@ def test_a_worker_killed_mid_target_is_retried_and_the_job_gets_one_result_per_t
 ):
     caller, _ = agent
     deploy()
-    job = _submit(caller, "a=1", "block=1", "c=1")
+    job = scripted_job(caller, "a=1", "block=1", "c=1")
     _kill_blocked_worker(tmp_path)
     wait_for(lambda: list(tmp_path.glob("blocked-*")), what="the retry to block again")
     (tmp_path / "release").touch()
@@ -136,7 +134,7 @@ def test_a_worker_killed_mid_target_is_retried_and_the_job_gets_one_result_per_t
 def test_three_kills_on_one_target_fail_it_worker_lost(deploy, agent, tmp_path):
     caller, _ = agent
     deploy()
-    job = _submit(caller, "block=1", "b=1")
+    job = scripted_job(caller, "block=1", "b=1")
     for _ in range(3):
         _kill_blocked_worker(tmp_path)
     assert _finished(job, 90).status == "partial"
@@ -148,7 +146,7 @@ def test_three_kills_on_one_target_fail_it_worker_lost(deploy, agent, tmp_path):
 def test_cancel_during_an_in_flight_target_stores_it_and_starts_nothing_else(deploy, agent, tmp_path):
     caller, client = agent
     deploy()
-    job = _submit(caller, "block=1", "b=1", "c=1")
+    job = scripted_job(caller, "block=1", "b=1", "c=1")
     wait_for(lambda: list(tmp_path.glob("blocked-*")), what="the first target to start")
     assert client.delete(f"/v1/batch/{job.id}").json()["status"] == "cancelled"
     (tmp_path / "release").touch()
@@ -165,7 +163,7 @@ def test_queued_jobs_survive_a_restart_of_web_and_cluster(deploy, agent):
     caller, _ = agent
     deployment = deploy(cluster=False)
     deployment.start_web()
-    jobs = [_submit(caller, f"a={i}", f"b={i}") for i in range(2)]
+    jobs = [scripted_job(caller, f"a={i}", f"b={i}") for i in range(2)]
     deployment.stop_all()
     assert {j.status for j in BatchJob.objects.all()} == {"queued"}
     deployment.start_web()
@@ -178,7 +176,7 @@ def test_metrics_show_what_the_worker_processes_did(deploy, agent):
     caller, _ = agent
     deployment = deploy()
     deployment.start_web()
-    job = _submit(caller, "a=1", "b=1")
+    job = scripted_job(caller, "a=1", "b=1")
     _finished(job)
     text = deployment.get("/metrics").decode()
     samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("sift_"))

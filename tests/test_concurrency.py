@@ -7,46 +7,20 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 from django.db import connection
 
 from batch import runner, worker
 from batch.api.validation import validate_targets
-from batch.errors import Refused
 from batch.fetch.targets import Target
 from batch.models import ApiKey, BatchJob, BatchTarget
 
-N_THREADS = 64
+from .factories import N_THREADS, race
+
 URL = "https://example.org/"
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _race(submits: list[Callable[[], runner.Submitted]]) -> list[str]:
-    """Run every submit in its own thread, all released at once; return job ids or error codes."""
-    barrier = threading.Barrier(len(submits))
-    answers: list[str] = [""] * len(submits)
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait()
-            submitted = submits[i]()
-            answers[i] = ("reused:" if submitted.reused else "new:") + submitted.job.id
-        except Refused as exc:
-            answers[i] = exc.code
-        except Exception as exc:
-            answers[i] = f"error:{exc!r}"
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(submits))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return answers
 
 
 @pytest.mark.parametrize("round_", range(3))
@@ -54,7 +28,7 @@ def test_one_caller_with_distinct_targets_gets_exactly_its_cap(settings, round_)
     settings.SIFT_BATCH_JOBS_PER_CALLER = 2
     settings.SIFT_BATCH_JOBS_TOTAL = 100
     caller, _ = ApiKey.issue(f"racer{round_}")
-    answers = _race(
+    answers = race(
         [lambda i=i: runner.submit(caller, validate_targets([f"{URL}?{i}"])) for i in range(N_THREADS)]
     )
     counts = Counter(a.split(":")[0] for a in answers)
@@ -66,7 +40,7 @@ def test_one_caller_with_distinct_targets_gets_exactly_its_cap(settings, round_)
 def test_one_caller_with_identical_targets_gets_one_job_and_every_answer_carries_its_id(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     caller, _ = ApiKey.issue(f"twin{round_}")
-    answers = _race([lambda: runner.submit(caller, validate_targets([URL])) for _ in range(N_THREADS)])
+    answers = race([lambda: runner.submit(caller, validate_targets([URL])) for _ in range(N_THREADS)])
     job = BatchJob.objects.get(caller=caller)
     assert sorted(answers) == [f"new:{job.id}"] + [f"reused:{job.id}"] * (N_THREADS - 1)
 
@@ -76,7 +50,7 @@ def test_many_callers_at_once_get_exactly_the_total_cap(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     settings.SIFT_BATCH_JOBS_TOTAL = 8
     callers = [ApiKey.issue(f"crowd{round_}-{i}")[0] for i in range(N_THREADS)]
-    answers = _race([lambda c=c: runner.submit(c, validate_targets([URL])) for c in callers])
+    answers = race([lambda c=c: runner.submit(c, validate_targets([URL])) for c in callers])
     counts = Counter(a.split(":")[0] for a in answers)
     assert counts == {"new": 8, "jobs_busy": N_THREADS - 8}
     assert BatchJob.objects.count() == 8
@@ -129,7 +103,7 @@ def test_identical_submits_while_a_worker_settles_the_twin_never_deadlock(settin
     answers: list[str] = []
     try:
         for _ in range(5):
-            answers += _race([lambda: runner.submit(caller, validate_targets([URL])) for _ in range(32)])
+            answers += race([lambda: runner.submit(caller, validate_targets([URL])) for _ in range(32)])
     finally:
         stop.set()
         settler.join()

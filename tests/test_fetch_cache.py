@@ -6,17 +6,15 @@ can send what no well-behaved server library would: NUL bytes, lone CRs, over-lo
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import socket
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import urllib3.util.connection
-from django.db import connection
+from django.db import connection, models
 from django.utils import timezone
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -27,7 +25,9 @@ from batch.fetch.client import Download
 from batch.fetch.headers import imf_fixdate
 from batch.fetch.models import CachedDocument
 
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+from .factories import LOOPBACK
+from .upstream import RawServer, numeric_resolve
+
 PAGE = b"<html><head><title>Tides</title></head><body><p>The tide comes in twice a day.</p></body></html>"
 
 
@@ -38,44 +38,21 @@ class HostileUpstream:
         self.status = b"200 OK"
         self.lines: list[bytes] = []
         self.body = PAGE
-        self.requests: list[bytes] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.1)
-        self._stopped = threading.Event()
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/page"
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._server = RawServer(self._answer)
+        self.requests = self._server.requests
+        self.url = f"http://127.0.0.1:{self._server.port}/page"
 
     def answer(self, *lines: bytes, status: bytes = b"200 OK", body: bytes = PAGE) -> None:
         self.status, self.lines, self.body = status, list(lines), body
 
-    def _serve(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with conn, contextlib.suppress(OSError):
-                self._answer(conn)
-
-    def _answer(self, conn: socket.socket) -> None:
-        conn.settimeout(5)
-        head = b""
-        while b"\r\n\r\n" not in head:
-            data = conn.recv(4096)
-            if not data:
-                return
-            head += data
-        self.requests.append(head)
+    def _answer(self, conn: socket.socket, _: RawServer) -> None:
         framing = [b"Content-Type: text/html", b"Connection: close"]
         if not any(line.lower().startswith(b"content-length:") for line in self.lines):
             framing.append(b"Content-Length: %d" % len(self.body))
         conn.sendall(b"\r\n".join([b"HTTP/1.1 " + self.status, *framing, *self.lines, b"", b""]) + self.body)
 
     def close(self) -> None:
-        self._stopped.set()
-        self._listener.close()
+        self._server.close()
 
 
 @pytest.fixture(autouse=True)
@@ -86,10 +63,6 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     connection to anything but loopback is refused before a packet is sent.
     """
 
-    def resolve(host: str, port: int) -> list[str]:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
-        return [str(info[4][0]) for info in infos]
-
     real_connect = urllib3.util.connection.create_connection
 
     def connect(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
@@ -97,13 +70,15 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
             raise ConnectionRefusedError("tests only connect to loopback")
         return real_connect(address, *args, **kwargs)
 
-    monkeypatch.setattr(guard, "resolve", resolve)
+    monkeypatch.setattr(guard, "resolve", numeric_resolve)
     monkeypatch.setattr(urllib3.util.connection, "create_connection", connect)
 
 
 @pytest.fixture
 def upstream(settings) -> Iterator[HostileUpstream]:
     settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
+    # Public addresses pass the guard, as in a deployment, and reach the loopback_only jail.
+    settings.SIFT_FETCH_ONLY_ALLOWED = False
     settings.SIFT_CACHE_TTL = 900
     settings.SIFT_BATCH_RETRY_FOR = 600
     server = HostileUpstream()
@@ -207,7 +182,7 @@ def test_every_string_stored_is_clean_and_fits_its_column(db) -> None:
         value = getattr(row, field)
         assert "\x00" not in value
         value.encode("utf-8")  # no lone surrogate
-        size = CachedDocument._meta.get_field(field).max_length
+        size = cast(models.Field, CachedDocument._meta.get_field(field)).max_length
         assert size is None or len(value) <= size
     assert row.etag == '"ok"'
     assert cache.lookup("fleet", "http://example.test/\ud83d") == row

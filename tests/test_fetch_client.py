@@ -1,4 +1,4 @@
-"""The HTTP client (SPEC §5.1, §5.2): pinned connections, redirects, limits and outcomes.
+"""The HTTP client (docs/fetch-client.md): pinned connections, redirects, limits and outcomes.
 
 Every upstream is a server on loopback. A jail around urllib3's ``create_connection`` sends any
 connection to a non-loopback address to the local test server instead (recording where it
@@ -8,14 +8,12 @@ server's request log, and no packet ever leaves the machine.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import ipaddress
 import socket
 import ssl
 import struct
 import subprocess
-import threading
 import time
 import tracemalloc
 import zlib
@@ -33,7 +31,9 @@ from werkzeug import Response
 from batch.fetch import client, guard
 from batch.fetch.errors import FetchError
 
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+from .factories import LOOPBACK
+from .upstream import RawServer, resolver_for
+
 PUBLIC = "93.184.215.14"  # a global address; the jail turns it into the local test server
 CAP = 1000
 
@@ -48,7 +48,7 @@ class Jail:
         self.detoured: list[str] = []
         self._real = urllib3.util.connection.create_connection
 
-    def create_connection(self, address: tuple[str, int], *args: object, **kwargs: object) -> socket.socket:
+    def create_connection(self, address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
         host, port = address
         if not ipaddress.ip_address(host.split("%")[0]).is_loopback:
             self.detoured.append(host)
@@ -77,17 +77,7 @@ def fetch_settings(settings: Settings) -> Settings:
 def names(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
     """Host names the guard resolves without DNS; numeric hosts and localhost resolve as usual."""
     table: dict[str, list[str]] = {}
-    real = guard.resolve
-
-    def resolve(host: str, port: int) -> list[str]:
-        if host in table:
-            return table[host]
-        if host == "localhost":
-            return real(host, port)
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
-        return [str(info[4][0]) for info in infos]
-
-    monkeypatch.setattr(guard, "resolve", resolve)
+    monkeypatch.setattr(guard, "resolve", resolver_for(table))
     return table
 
 
@@ -109,47 +99,6 @@ def fetch_error(url: str, **kwargs: Any) -> FetchError:
     with pytest.raises(FetchError) as caught:
         client.download(url, **kwargs)
     return caught.value
-
-
-class RawServer:
-    """A TCP server on 127.0.0.1 that logs each request head and answers with ``handler``."""
-
-    def __init__(self, handler: Callable[[socket.socket, RawServer], None], *, head: bool = True) -> None:
-        self.handler = handler
-        self.wait_for_head = head
-        self.requests: list[bytes] = []
-        self.stopped = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(0.1)
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(10)
-            head = b""
-            while self.wait_for_head and b"\r\n\r\n" not in head:
-                data = conn.recv(4096)
-                if not data:
-                    return
-                head += data
-            self.requests.append(head)
-            with contextlib.suppress(OSError):  # the client hung up, as several tests want
-                self.handler(conn, self)
-
-    def close(self) -> None:
-        self.stopped.set()
-        self.listener.close()
 
 
 @pytest.fixture

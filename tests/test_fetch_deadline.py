@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import ipaddress
 import time
 
 import pytest
 
 from batch.fetch import pipeline
 
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
+from .factories import LOOPBACK
+
 # Just under the element count past which the whole page is flattened instead: trafilatura's
 # main-content search then runs for many seconds of CPU on it.
 HEAVY_PAGE = (

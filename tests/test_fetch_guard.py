@@ -1,4 +1,4 @@
-"""The SSRF guard (SPEC §5.1): which URLs and addresses may be fetched, and why not.
+"""The SSRF guard (docs/fetch-client.md): which URLs and addresses may be fetched, and why not.
 
 Host names are resolved by a stand-in resolver; numeric spellings go through the real
 ``getaddrinfo`` with ``AI_NUMERICHOST``, which parses and never asks DNS.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import ipaddress
 import socket
 import sys
-from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -20,25 +19,10 @@ from pytest_django.fixtures import Settings
 from batch.fetch import guard
 from batch.fetch.errors import FetchError
 
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+from .factories import LOOPBACK
+from .upstream import REAL_RESOLVE, numeric_resolve, resolver_for
+
 PUBLIC = "93.184.215.14"
-REAL_RESOLVE = guard.resolve
-
-
-def numeric_resolve(host: str, port: int) -> list[str]:
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
-    return [str(info[4][0]) for info in infos]
-
-
-def resolver_for(names: dict[str, list[str]]) -> Callable[[str, int], list[str]]:
-    def resolve(host: str, port: int) -> list[str]:
-        if host in names:
-            return names[host]
-        if host == "localhost":
-            return REAL_RESOLVE(host, port)  # /etc/hosts, never DNS
-        return numeric_resolve(host, port)
-
-    return resolve
 
 
 @pytest.fixture(autouse=True)
@@ -345,7 +329,7 @@ def test_every_numeric_spelling_of_a_refused_address_is_blocked(
 
 # The IANA special-purpose registries, written out independently of the guard's tables, plus
 # multicast and the ranges Python does not call global.
-SPECIAL_V4 = [
+IANA_V4 = [
     ipaddress.IPv4Network(cidr)
     for cidr in [
         "0.0.0.0/8",
@@ -368,14 +352,12 @@ SPECIAL_V4 = [
         "240.0.0.0/4",
     ]
 ]
-SPECIAL_V6 = [
-    ipaddress.IPv6Network(cidr) for cidr in ["2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20"]
-]
+IANA_V6 = [ipaddress.IPv6Network(cidr) for cidr in ["2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20"]]
 GLOBAL_V6 = ipaddress.IPv6Network("2000::/3")
 
 
 @given(
-    st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address).filter(lambda a: not any(a in n for n in SPECIAL_V4))
+    st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address).filter(lambda a: not any(a in n for n in IANA_V4))
 )
 def test_random_public_ipv4_address_passes(address: ipaddress.IPv4Address) -> None:
     assert guard.address_refusal(address) is None
@@ -384,7 +366,7 @@ def test_random_public_ipv4_address_passes(address: ipaddress.IPv4Address) -> No
 @given(
     st.integers(int(GLOBAL_V6.network_address), int(GLOBAL_V6.broadcast_address))
     .map(ipaddress.IPv6Address)
-    .filter(lambda a: not any(a in n for n in SPECIAL_V6))
+    .filter(lambda a: not any(a in n for n in IANA_V6))
 )
 def test_random_global_unicast_ipv6_address_passes(address: ipaddress.IPv6Address) -> None:
     assert guard.address_refusal(address) is None
@@ -398,7 +380,7 @@ def test_guard_never_passes_an_address_python_calls_non_global(
         assert guard.unwrap(address).is_global
 
 
-@given(st.sampled_from(SPECIAL_V4[:6] + SPECIAL_V4[-3:]).flatmap(lambda n: st.ip_addresses(network=n)))
+@given(st.sampled_from(IANA_V4[:6] + IANA_V4[-3:]).flatmap(lambda n: st.ip_addresses(network=n)))
 def test_random_address_in_a_non_public_ipv4_range_is_refused(address: ipaddress.IPv4Address) -> None:
     assert guard.address_refusal(address) is not None
     assert guard.address_refusal(ipaddress.IPv6Address(f"::ffff:{address}")) is not None

@@ -59,8 +59,8 @@ print(json.dumps({
     "bytes": len(body),
     "content": result.content,
     "title": result.title,
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over an exec, so a child of a large pytest
-    # process would report pytest's own peak.
+    # VmHWM belongs to this interpreter's own memory; ru_maxrss would keep the peak of the
+    # forked copy of pytest it replaced, hundreds of MB after a whole suite.
     "peak_kib": next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")),
     "trafilatura_loaded": "trafilatura" in sys.modules or "lxml.html" in sys.modules,
 }))

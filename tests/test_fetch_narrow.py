@@ -1,4 +1,4 @@
-"""Narrowing extracted text (SPEC §5.4): grep lines with RE2, question passages with BM25."""
+"""Narrowing extracted text (docs/fetch-content.md): grep lines with RE2, question passages with BM25."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ children after that, so a child that inherited the environment would show them.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
@@ -28,12 +27,13 @@ from batch.fetch.json_text import json_text
 from batch.fetch.sandbox import Sandbox
 from batch.fetch.sandbox_child import MODULES_REFUSED, compile_jq, jq_without_modules
 
+from .factories import LOOPBACK
+
 SECRET = "sift-test-secret-key-7f3a9c"
 DB_PASSWORD = "db-password-91c2e4"
 MARKER = "parent-marker-5d1e08"
 MARKERS = (SECRET, DB_PASSWORD, MARKER)
 DOCUMENT = b'{"items": [1, 2, 3]}'
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The fetch gate spans processes and frees the slots of dead ones (SPEC §5.5)."""
+"""The fetch gate spans processes and frees the slots of dead ones (docs/fetch-pipeline.md)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_a_third_fetch_waits_about_five_seconds_then_gets_429_busy(tmp_path, agent):
     _, client = agent
-    key = client.headers["Authorization"].removeprefix("Bearer ")
+    key = client.raw_key
     env = {"SIFT_FETCH_SLOTS": "2", "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.0/8", "SIFT_FETCH_TIMEOUT": "30s"}
     deployment = Deployment(tmp_path, env)
     deployment.start_web(workers=3)

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
@@ -31,52 +28,20 @@ from batch.fetch.models import CachedDocument
 from batch.mcp import tools
 from batch.models import ApiKey, BatchJob
 
-from .conftest import MakeCaller
 from .deployment import Deployment
+from .factories import SCRIPTED_BASE, MakeCaller
+from .upstream import ARTICLE, page_upstream
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.mcp]
 
 ERAS = ["auto", "legacy"]
 PAGE_PATH = "/tides-of-the-north-sea"
-ARTICLE = b"""<!doctype html><html lang="en"><head><title>Tides explained</title></head><body>
-<nav><a href="/">Home</a> | <a href="/shop">Shop the sale</a></nav>
-<article><h1>Tides explained</h1>
-<p>Tides are the rise and fall of sea levels caused by the gravity of the Moon and the Sun.</p>
-<p>Spring tides happen when the Sun and the Moon line up, giving the largest range of the tide.</p>
-<p>Neap tides happen when they pull at right angles, and the range between high and low water is smallest.</p>
-</article><footer>Copyright 2026 Sea Facts Ltd.</footer></body></html>"""
-BATCH_URL = "https://upstream.test/"
-
-
-class _ArticleHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(ARTICLE)))
-        self.end_headers()
-        self.wfile.write(ARTICLE)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@contextmanager
-def article_upstream() -> Iterator[int]:
-    """Serve the article on 127.0.0.1; yield the port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ArticleHandler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
+BATCH_URL = SCRIPTED_BASE
 
 
 @pytest.fixture(scope="module")
 def upstream_port() -> Iterator[int]:
-    with article_upstream() as port:
+    with page_upstream(ARTICLE.encode(), "text/html; charset=utf-8") as port:
         yield port
 
 
@@ -91,10 +56,6 @@ def mcp_server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator
     deployment.url = deployment.start_mcp()  # type: ignore[attr-defined]
     yield deployment
     deployment.stop_all()
-
-
-def _raw_key(client: Any) -> str:
-    return client.headers["Authorization"].removeprefix("Bearer ")
 
 
 def with_client(url: str, key: str, body: Callable[[Client], Awaitable[Any]], mode: str = "auto") -> Any:
@@ -164,7 +125,7 @@ def test_the_five_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server
     async def body(mcp: Client) -> tuple[str, Any]:
         return mcp.protocol_version, await mcp.list_tools()
 
-    version, listed = with_client(mcp_server.url, _raw_key(client), body, mode)
+    version, listed = with_client(mcp_server.url, client.raw_key, body, mode)
     eras = {"auto": MODERN_PROTOCOL_VERSIONS, "legacy": HANDSHAKE_PROTOCOL_VERSIONS}
     assert version in eras[mode]
     tools = {tool.name: tool for tool in listed.tools}
@@ -198,7 +159,7 @@ def test_the_handshake_era_initializes_and_answers_ping(mcp_server, agent):
     async def ping(mcp: Client) -> Any:
         return await mcp.send_ping()
 
-    assert with_client(mcp_server.url, _raw_key(client), ping, "legacy") is not None
+    assert with_client(mcp_server.url, client.raw_key, ping, "legacy") is not None
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -207,7 +168,7 @@ def test_fetch_of_a_local_page_returns_its_text_from_the_cache_the_rest_api_shar
 ):
     _, client = agent
     url = f"http://127.0.0.1:{upstream_port}{PAGE_PATH}?era={mode}"
-    result = call(mcp_server.url, _raw_key(client), "fetch", {"url": url, "mode": "markdown"}, mode)
+    result = call(mcp_server.url, client.raw_key, "fetch", {"url": url, "mode": "markdown"}, mode)
     assert not result.is_error, result
     meta, content = (block.text for block in result.content)
     assert "Spring tides happen when the Sun and the Moon line up" in content
@@ -224,14 +185,14 @@ def test_fetch_of_a_local_page_returns_its_text_from_the_cache_the_rest_api_shar
 def test_a_blocked_address_is_an_error_result_with_code_blocked(mcp_server, agent, upstream_port, mode):
     _, client = agent
     result = call(
-        mcp_server.url, _raw_key(client), "fetch", {"url": f"http://127.0.0.2:{upstream_port}/"}, mode
+        mcp_server.url, client.raw_key, "fetch", {"url": f"http://127.0.0.2:{upstream_port}/"}, mode
     )
     assert _refusal(result)["code"] == "blocked"
 
 
 def test_a_bad_option_is_an_error_result_naming_the_field(mcp_server, agent):
     _, client = agent
-    key = _raw_key(client)
+    key = client.raw_key
     bad_mode = _refusal(call(mcp_server.url, key, "fetch", {"url": "https://example.org/", "mode": "html"}))
     bad_grep = _refusal(call(mcp_server.url, key, "fetch", {"url": "https://example.org/", "grep": "(a"}))
     unknown = _refusal(call(mcp_server.url, key, "fetch", {"url": "https://example.org/", "colour": "red"}))
@@ -244,7 +205,7 @@ def test_a_bad_option_is_an_error_result_naming_the_field(mcp_server, agent):
 def test_33_targets_are_refused_too_many_targets_and_nothing_is_stored(mcp_server, agent):
     _, client = agent
     targets = [f"{BATCH_URL}{i}" for i in range(33)]
-    result = call(mcp_server.url, _raw_key(client), "batch_submit", {"targets": targets})
+    result = call(mcp_server.url, client.raw_key, "batch_submit", {"targets": targets})
     assert _refusal(result)["code"] == "too_many_targets"
     assert not BatchJob.objects.exists()
 
@@ -252,7 +213,7 @@ def test_33_targets_are_refused_too_many_targets_and_nothing_is_stored(mcp_serve
 def test_a_bad_target_is_refused_naming_its_index_as_the_rest_api_does(mcp_server, agent):
     _, client = agent
     targets = [BATCH_URL, {"url": BATCH_URL, "options": {"pages": "0-"}}]
-    body = _refusal(call(mcp_server.url, _raw_key(client), "batch_submit", {"targets": targets}))
+    body = _refusal(call(mcp_server.url, client.raw_key, "batch_submit", {"targets": targets}))
     assert body["code"] == "invalid_request"
     assert body["details"][0]["index"] == 1
     assert body["error"].startswith("targets[1].options.pages")
@@ -295,7 +256,7 @@ def test_protocol_misuse_gets_json_rpc_errors_not_tool_results(mcp_server, agent
             await mcp.call_tool("delete_everything", {})
         assert raised.value.code == -32602
 
-    with_client(mcp_server.url, _raw_key(client), unknown_tool)
+    with_client(mcp_server.url, client.raw_key, unknown_tool)
     status, _, _ = post(mcp_server.url.replace("/mcp", "/admin/"), auth, INITIALIZE)
     assert status == 404
 
@@ -303,23 +264,23 @@ def test_protocol_misuse_gets_json_rpc_errors_not_tool_results(mcp_server, agent
 def test_a_second_caller_cannot_read_or_cancel_the_first_callers_job(mcp_server, make_caller: MakeCaller):
     _, alice = make_caller("alice")
     _, bob = make_caller("bob")
-    submitted = call(mcp_server.url, _raw_key(alice), "batch_submit", {"targets": [BATCH_URL]})
+    submitted = call(mcp_server.url, alice.raw_key, "batch_submit", {"targets": [BATCH_URL]})
     assert not submitted.is_error, submitted
     job_id = submitted.structured_content["id"]
     assert submitted.structured_content["status"] == "queued"
     for tool in ("batch_get", "batch_cancel"):
-        assert _refusal(call(mcp_server.url, _raw_key(bob), tool, {"id": job_id}))["code"] == "not_found"
-    listed = call(mcp_server.url, _raw_key(bob), "batch_list", {})
+        assert _refusal(call(mcp_server.url, bob.raw_key, tool, {"id": job_id}))["code"] == "not_found"
+    listed = call(mcp_server.url, bob.raw_key, "batch_list", {})
     assert listed.structured_content["count"] == 0
     assert BatchJob.objects.get(pk=job_id).status == "queued"
-    mine = call(mcp_server.url, _raw_key(alice), "batch_list", {"limit": 5})
+    mine = call(mcp_server.url, alice.raw_key, "batch_list", {"limit": 5})
     assert [job["id"] for job in mine.structured_content["items"]] == [job_id]
 
 
 def test_a_caller_with_a_live_rest_job_is_refused_caller_busy_through_mcp(mcp_server, agent):
     _, client = agent
     assert client.post("/v1/batch", {"targets": [f"{BATCH_URL}rest"]}).status_code == 202
-    result = call(mcp_server.url, _raw_key(client), "batch_submit", {"targets": [f"{BATCH_URL}mcp"]})
+    result = call(mcp_server.url, client.raw_key, "batch_submit", {"targets": [f"{BATCH_URL}mcp"]})
     body = _refusal(result)
     assert body["code"] == "caller_busy"
     assert body["retry_after"] >= 1
@@ -340,7 +301,7 @@ def test_batch_submit_then_batch_get_with_wait_answers_the_finished_job(mcp_serv
             lean = await mcp.call_tool("batch_get", {"id": job_id, "content": False})
             return submitted, finished, lean
 
-        submitted, finished, lean = with_client(mcp_server.url, _raw_key(client), body)
+        submitted, finished, lean = with_client(mcp_server.url, client.raw_key, body)
     finally:
         mcp_server.stop("cluster")
     assert submitted.structured_content["reused"] is False
@@ -355,7 +316,7 @@ def test_batch_submit_then_batch_get_with_wait_answers_the_finished_job(mcp_serv
 
 def test_calls_are_counted_by_tool_and_outcome_and_never_log_a_url(mcp_server, agent, upstream_port):
     _, client = agent
-    call(mcp_server.url, _raw_key(client), "fetch", {"url": f"http://127.0.0.2:{upstream_port}{PAGE_PATH}"})
+    call(mcp_server.url, client.raw_key, "fetch", {"url": f"http://127.0.0.2:{upstream_port}{PAGE_PATH}"})
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(mcp_server.tmp / "metrics"))
     samples = {
@@ -381,8 +342,8 @@ def test_with_batches_disabled_the_batch_tools_answer_batch_disabled_and_fetch_s
     )
     try:
         url = deployment.start_mcp()
-        refused = call(url, _raw_key(client), "batch_list", {})
-        fetched = call(url, _raw_key(client), "fetch", {"url": f"http://127.0.0.1:{upstream_port}/off"})
+        refused = call(url, client.raw_key, "batch_list", {})
+        fetched = call(url, client.raw_key, "fetch", {"url": f"http://127.0.0.1:{upstream_port}/off"})
     finally:
         deployment.stop_all()
     assert _refusal(refused)["code"] == "batch_disabled"
@@ -401,7 +362,7 @@ def test_an_unexpected_exception_in_a_tool_is_an_internal_error_result_with_the_
     result = tools.as_result(tool, tools.call(tool, caller, {}))
     body = _refusal(result)
     assert body["code"] == "internal"
-    assert "secret detail" not in result.content[0].text
+    assert "secret detail" not in result.content[0].text  # type: ignore[union-attr]
     assert "secret detail of the crash" in caplog.text
 
 

@@ -1,4 +1,7 @@
-"""Settings come from the environment through typed readers that refuse malformed values (SPEC §7)."""
+"""Settings come from the environment through typed readers that refuse malformed values.
+
+Every setting is in the README's configuration table.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from sift_site import env
 
-from .deployment import free_port, wait_for
-
-ROOT = Path(__file__).resolve().parent.parent
+from .deployment import ROOT, free_port, spawn_procfile, wait_for
 
 
 @pytest.mark.parametrize(
@@ -71,14 +72,16 @@ def test_allowed_networks_parse_as_networks(monkeypatch):
     )
 
 
-def _manage(*args: str, cwd: Path = ROOT, **environ: str | None) -> subprocess.CompletedProcess[str]:
+def _manage(
+    *args: str, cwd: Path | str | None = None, **environ: str | None
+) -> subprocess.CompletedProcess[str]:
     """``manage.py *args`` in a fresh process; ``NAME=None`` unsets a variable."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SIFT_", "DATABASE_URL", "DJANGO_"))}
     clean.update({k: v for k, v in environ.items() if v is not None})
     for name in (k for k, v in environ.items() if v is None):
         clean.pop(name, None)
     return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args], cwd=cwd, env=clean,
+        [sys.executable, str(ROOT / "manage.py"), *args], cwd=cwd or ROOT, env=clean,
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
 
@@ -284,11 +287,6 @@ def test_x_forwarded_proto_is_trusted_only_behind_a_declared_proxy(behind_proxy,
     assert result.stdout.strip().splitlines()[-1].endswith(f" {secure}"), result.stderr
 
 
-def _procfile_web_command() -> str:
-    line = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("web:"))
-    return line.removeprefix("web:").strip()
-
-
 def _forged_https_status(port: int) -> int | None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
@@ -310,17 +308,12 @@ def test_the_procfile_web_server_believes_x_forwarded_proto_only_behind_a_declar
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SIFT_", "DATABASE_URL", "DJANGO_"))}
     env = {
         **clean,
-        "PATH": f"{Path(sys.executable).parent}:{clean.get('PATH', '')}",
         "PORT": str(port),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "SECURE_SSL_REDIRECT": "true",
         "SIFT_BEHIND_PROXY": behind_proxy,
     }
-    with open(tmp_path / "web.log", "wb") as log:
-        web = subprocess.Popen(
-            ["sh", "-c", f"exec {_procfile_web_command()}"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+    web = spawn_procfile("web", env, tmp_path / "web.log")
     try:
         answered = wait_for(lambda: _forged_https_status(port), timeout=60, what="the Procfile's gunicorn")
         assert answered == status, (tmp_path / "web.log").read_text()

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from batch import runner, storable, worker
 from batch.api.validation import validate_targets
+from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import Target
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 
@@ -43,7 +44,7 @@ Behaviour = Callable[[], Any]
 
 def _hostile(behaviours: dict[str, Behaviour]) -> worker.FetchFunc:
     def fetch(caller: worker.Caller, target: Target) -> worker.Result:
-        return behaviours[target.url]()  # type: ignore[no-any-return]
+        return behaviours[target.url]()
 
     return fetch
 
@@ -133,7 +134,7 @@ def test_values_json_cannot_hold_become_plain_json(agent):
 def test_a_ten_megabyte_error_and_hint_are_cut_and_the_target_fails_with_its_outcome(agent):
     caller, _ = agent
     hostile, _ = _run_one_then_the_next(
-        caller, _raise(worker.TargetFailed("timeout", TEN_MB + "\x00", "\ud800" + TEN_MB))
+        caller, _raise(worker.TargetFailed(Outcome.TIMEOUT, TEN_MB + "\x00", "\ud800" + TEN_MB))
     )
     assert (hostile.status, hostile.outcome) == ("failed", "timeout")
     assert len(hostile.error) == storable.ERROR_MAX_CHARS
@@ -144,7 +145,8 @@ def test_a_ten_megabyte_error_and_hint_are_cut_and_the_target_fails_with_its_out
 
 def test_an_outcome_outside_the_table_is_stored_as_internal(agent):
     caller, _ = agent
-    hostile, _ = _run_one_then_the_next(caller, _raise(worker.TargetFailed("x" * 100, "odd", "odd hint")))
+    odd = worker.TargetFailed("x" * 100, "odd", "odd hint")  # type: ignore[arg-type]  # hostile on purpose
+    hostile, _ = _run_one_then_the_next(caller, _raise(odd))
     assert (hostile.status, hostile.outcome, hostile.error) == ("failed", "internal", "odd")
 
 
@@ -179,7 +181,7 @@ def test_a_drain_runs_every_hostile_target_to_its_end_and_goes_on(agent):
         BASE + "nul": lambda: {"content": "\x00", "meta": {"k\x00": "\ud800"}},
         BASE + "set": lambda: {"content": "s", "meta": {"tags": {"a"}, "raw": b"\x00"}},
         BASE + "list": lambda: ["not", "a", "mapping"],
-        BASE + "huge-error": _raise(worker.TargetFailed("blocked", TEN_MB, TEN_MB)),
+        BASE + "huge-error": _raise(worker.TargetFailed(Outcome.BLOCKED, TEN_MB, TEN_MB)),
         BASE + "nan": lambda: {"content": "n", "meta": {"score": math.nan}},
         BASE + "plain": lambda: {"content": "plain", "meta": {}},
     }

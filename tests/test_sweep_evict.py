@@ -14,6 +14,8 @@ from batch import runner
 from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget
 
+from .factories import make_job, submit
+
 URL = "https://example.org/"
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -27,7 +29,7 @@ def day_ttl(settings):
 def test_a_job_past_its_ttl_is_gone_after_the_next_submit(agent, day_ttl):
     _, client = agent
     with time_machine.travel(T0, tick=False):
-        old = client.post("/v1/batch", {"targets": [URL]}).json()["id"]
+        old = submit(client, [URL])["id"]
     with time_machine.travel(T0 + timedelta(hours=25), tick=False):
         client.post("/v1/batch", {"targets": [URL + "new"]})
     assert not BatchJob.objects.filter(pk=old).exists()
@@ -38,7 +40,7 @@ def test_a_job_past_its_ttl_is_gone_after_the_next_submit(agent, day_ttl):
 def test_an_owners_read_bumps_the_lease_and_keeps_the_job_alive(agent, day_ttl):
     _, client = agent
     with time_machine.travel(T0, tick=False):
-        job_id = client.post("/v1/batch", {"targets": [URL]}).json()["id"]
+        job_id = submit(client, [URL])["id"]
     with time_machine.travel(T0 + timedelta(hours=20), tick=False):
         body = client.get(f"/v1/batch/{job_id}").json()
         assert body["expires_at"] == (T0 + timedelta(hours=44)).isoformat().replace("+00:00", "Z")
@@ -65,7 +67,7 @@ def test_sweep_batches_removes_expired_jobs_and_prints_counts(agent, day_ttl):
     with time_machine.travel(T0, tick=False):
         client.post("/v1/batch", {"targets": [URL, URL + "2"]})
     with time_machine.travel(T0 + timedelta(hours=1), tick=False):
-        fresh = client.post("/v1/batch", {"targets": [URL + "fresh"]}).json()["id"]
+        fresh = submit(client, [URL + "fresh"])["id"]
     BatchJob.objects.update(n_bytes=0)
     out = StringIO()
     with time_machine.travel(T0 + timedelta(hours=24, minutes=30), tick=False):
@@ -75,20 +77,16 @@ def test_sweep_batches_removes_expired_jobs_and_prints_counts(agent, day_ttl):
 
 
 def _finished_job(caller, *, n_bytes: int, minutes: int, status: str = "done") -> BatchJob:
+    target = {"url": URL, "status": "done", "result": {"content": "x", "meta": {}}}
     at = T0 + timedelta(minutes=minutes)
-    job = BatchJob.objects.create(
-        caller=caller, caller_class="fleet", status=status, targets_total=1, targets_done=1,
-        created_at=at, finished_at=at, lease=timezone.now(), idem_key=f"k{minutes}", n_bytes=n_bytes,
-    )  # fmt: skip
-    BatchTarget.objects.create(job=job, idx=0, url=URL, status="done", result={"content": "x", "meta": {}})
-    return job
+    return make_job(caller, status, targets=[target], created_at=at, lease=timezone.now(), n_bytes=n_bytes)
 
 
 def _live_job(caller, *, n_bytes: int, minutes: int) -> BatchJob:
     at = T0 + timedelta(minutes=minutes)
-    return BatchJob.objects.create(
-        caller=caller, caller_class="fleet", status="running", targets_total=2, targets_done=1,
-        created_at=at, lease=timezone.now(), idem_key=f"live{minutes}", n_bytes=n_bytes,
+    return make_job(
+        caller, "running", targets=[], created_at=at, lease=timezone.now(), n_bytes=n_bytes,
+        targets_total=2, targets_done=1,
     )  # fmt: skip
 
 
@@ -187,7 +185,7 @@ def test_live_jobs_never_count_and_are_never_evicted(agent, keep_three):
 def test_a_cancel_evicts_the_callers_oldest_finished_jobs_too(agent, keep_three):
     caller, client = agent
     old = [_finished_job(caller, n_bytes=10, minutes=m, status="cancelled") for m in range(1, 5)]
-    job_id = client.post("/v1/batch", {"targets": [URL + "cancel-me"]}).json()["id"]
+    job_id = submit(client, [URL + "cancel-me"])["id"]
     assert client.delete(f"/v1/batch/{job_id}").status_code == 200
     kept = set(BatchJob.objects.filter(caller=caller).values_list("pk", flat=True))
     assert kept == {job_id, old[3].pk, old[2].pk}

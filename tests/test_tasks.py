@@ -1,4 +1,4 @@
-"""The cluster's entry points and schedules (SPEC §3.4, §3.6)."""
+"""The cluster's entry points and schedules (docs/workers.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from django_q.models import OrmQ, Schedule
 from batch import queue, tasks
 from batch.models import BatchJob
 
+from .factories import submit
+
 
 def test_migrations_schedule_sweep_evict_and_a_drain_safety_net(db):
     schedules = dict(Schedule.objects.values_list("func", "minutes"))
@@ -20,7 +22,7 @@ def test_migrations_schedule_sweep_evict_and_a_drain_safety_net(db):
 def test_sweep_and_evict_task_removes_expired_jobs(agent, settings):
     settings.SIFT_BATCH_TTL = 3600
     _, client = agent
-    job_id = client.post("/v1/batch", {"targets": ["https://example.org/"]}).json()["id"]
+    job_id = submit(client, ["https://example.org/"])["id"]
     BatchJob.objects.filter(pk=job_id).update(lease=timezone.now() - timedelta(hours=2))
     assert (
         tasks.sweep_and_evict()

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import ipaddress
-
 from batch.api import fetches
 from batch.threads import ThreadShares
 
-LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
+from .factories import LOOPBACK
 
 
 def test_a_caller_gets_at_most_its_shares_and_others_still_get_theirs():

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -20,16 +16,11 @@ from django.utils import timezone
 from batch import runner, waits
 from batch.models import BatchJob
 
-from .deployment import ROOT, Deployment, wait_for
+from .deployment import Deployment, procfile_command, wait_for
+from .factories import submit
 from .upstream import slow_upstream
 
 URL = "https://example.org/"
-
-
-def _submit(client) -> str:
-    response = client.post("/v1/batch", {"targets": [URL]})
-    assert response.status_code == 202
-    return str(response.json()["id"])
 
 
 def _timed_get(client, path: str, **params) -> tuple[float, dict]:
@@ -37,15 +28,6 @@ def _timed_get(client, path: str, **params) -> tuple[float, dict]:
     response = client.get(path, **params)
     assert response.status_code == 200
     return time.monotonic() - started, response.json()
-
-
-def procfile_command(process: str) -> str:
-    """The command of one Procfile line, so tests start exactly what a deployment starts."""
-    for line in (ROOT / "Procfile").read_text().splitlines():
-        name, _, command = line.partition(":")
-        if name.strip() == process:
-            return command.strip()
-    raise AssertionError(f"the Procfile has no {process!r} line")
 
 
 def _procfile_threads() -> int:
@@ -66,7 +48,7 @@ def test_the_default_wait_bound_leaves_threads_free_in_the_procfiles_gunicorn(se
 def test_a_wait_beyond_the_callers_slots_answers_at_once_with_the_job_cut_short(agent, settings):
     settings.SIFT_BATCH_WAITS_PER_CALLER = 1
     caller, client = agent
-    job_id = _submit(client)
+    job_id = submit(client)["id"]
     with waits.wait_slot(caller) as granted:
         assert granted
         waited, body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)
@@ -79,7 +61,7 @@ def test_a_wait_beyond_the_total_answers_at_once_even_for_a_caller_holding_none(
     settings.SIFT_BATCH_WAITS_TOTAL = 1
     hog, _ = make_caller("hog")
     _, client = make_caller("polite")
-    job_id = _submit(client)
+    job_id = submit(client)["id"]
     with waits.wait_slot(hog) as granted:
         assert granted
         waited, body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)
@@ -90,7 +72,7 @@ def test_a_wait_beyond_the_total_answers_at_once_even_for_a_caller_holding_none(
 def test_a_wait_that_got_its_slot_runs_its_course_and_gives_the_slot_back(agent, settings):
     settings.SIFT_BATCH_WAITS_PER_CALLER = 1
     caller, client = agent
-    job_id = _submit(client)
+    job_id = submit(client)["id"]
     waited, body = _timed_get(client, f"/v1/batch/{job_id}", wait=1)
     assert waited >= 1
     assert (body["status"], body["wait_cut_short"]) == ("queued", False)
@@ -101,7 +83,7 @@ def test_a_wait_that_got_its_slot_runs_its_course_and_gives_the_slot_back(agent,
 def test_no_wait_or_a_finished_job_is_never_cut_short_even_with_no_slots(agent, settings):
     settings.SIFT_BATCH_WAITS_TOTAL = 0
     _, client = agent
-    job_id = _submit(client)
+    job_id = submit(client)["id"]
     assert _timed_get(client, f"/v1/batch/{job_id}")[1]["wait_cut_short"] is False
     client.delete(f"/v1/batch/{job_id}")
     body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)[1]
@@ -111,7 +93,7 @@ def test_no_wait_or_a_finished_job_is_never_cut_short_even_with_no_slots(agent, 
 def test_a_wait_that_is_cut_short_still_keeps_the_job_alive(agent, settings):
     settings.SIFT_BATCH_WAITS_TOTAL = 0
     _, client = agent
-    job_id = _submit(client)
+    job_id = submit(client)["id"]
     long_ago = timezone.now() - timedelta(hours=1)
     BatchJob.objects.filter(pk=job_id).update(lease=long_ago)
     body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)[1]
@@ -154,7 +136,7 @@ def test_concurrent_requests_never_take_more_slots_than_the_bound(make_caller, s
 @pytest.mark.django_db(transaction=True)
 def test_a_job_finishing_during_a_wait_ends_the_wait_at_once(agent):
     _, client = agent
-    job_id = _submit(client)
+    job_id = submit(client)["id"]
 
     def cancel() -> None:
         runner.cancel(BatchJob.objects.get(pk=job_id))
@@ -178,29 +160,6 @@ class Answer:
     seconds: float
 
 
-def _start_procfile_web(deployment: Deployment) -> None:
-    """Start the Procfile's ``web:`` line as honcho would: through a shell, with PORT set."""
-    bin_dir = str(Path(sys.executable).parent)
-    env = {**deployment.env, "PORT": str(deployment.port), "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
-    log = open(deployment.tmp / "web.log", "ab")  # noqa: SIM115 - closed with the process
-    deployment.processes["web"] = subprocess.Popen(
-        ["/bin/sh", "-c", "exec " + procfile_command("web")],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    wait_for(lambda: _answers(deployment), what="the Procfile's gunicorn to answer")
-
-
-def _answers(deployment: Deployment) -> bool:
-    try:
-        return deployment.request("/healthz", timeout=1)[0] == 200
-    except OSError:
-        return False
-
-
 def _timed(deployment: Deployment, path: str, key: str | None = None) -> Answer:
     started = time.monotonic()
     status, body, _ = deployment.request(path, key, timeout=40)
@@ -213,11 +172,11 @@ def test_twenty_waits_from_one_caller_leave_healthz_and_another_caller_answering
 ):
     _, waiter = make_caller("waiter")
     _, other = make_caller("other")
-    job_id = _submit(waiter)  # no cluster runs: the job stays queued for the whole test
-    waiter_key = waiter.headers["Authorization"].removeprefix("Bearer ")
-    other_key = other.headers["Authorization"].removeprefix("Bearer ")
+    job_id = submit(waiter)["id"]  # no cluster runs: the job stays queued for the whole test
+    waiter_key = waiter.raw_key
+    other_key = other.raw_key
     deployment = Deployment(tmp_path, {})
-    _start_procfile_web(deployment)
+    deployment.start_procfile_web()
     answers: list[Answer] = []
     probes: list[Answer] = []
     waiting = [
@@ -259,10 +218,10 @@ def test_twenty_slow_fetches_from_one_caller_leave_healthz_and_another_caller_an
 ):
     _, fetcher = make_caller("fetcher")
     _, other = make_caller("other")
-    fetcher_key = fetcher.headers["Authorization"].removeprefix("Bearer ")
-    other_key = other.headers["Authorization"].removeprefix("Bearer ")
+    fetcher_key = fetcher.raw_key
+    other_key = other.raw_key
     deployment = Deployment(tmp_path, {"SIFT_FETCH_ALLOW_CIDRS": "127.0.0.0/8"})
-    _start_procfile_web(deployment)
+    deployment.start_procfile_web()
     answers: list[Answer] = []
     probes: list[Answer] = []
     with slow_upstream(delay=10) as base:

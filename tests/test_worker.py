@@ -8,12 +8,12 @@ import pytest
 import time_machine
 
 from batch import runner, worker
-from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 
 from . import fetchers
+from .factories import SCRIPTED_BASE, scripted_job
 
-BASE = "https://upstream.test/"
+BASE = SCRIPTED_BASE
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
@@ -25,17 +25,13 @@ def fetch_dir(tmp_path, monkeypatch, settings):
     return tmp_path
 
 
-def _submit(caller, *queries: str) -> BatchJob:
-    return runner.submit(caller, validate_targets([f"{BASE}{i}?{q}" for i, q in enumerate(queries)])).job
-
-
 def _run_all() -> int:
     return worker.drain(fetchers.scripted, budget=30)
 
 
 def test_a_drained_job_ends_done_with_one_result_per_target(agent):
     caller, _ = agent
-    job = _submit(caller, "a=1", "b=1", "c=1")
+    job = scripted_job(caller, "a=1", "b=1", "c=1")
     assert _run_all() == 3
     job.refresh_from_db()
     assert (job.status, job.targets_done, job.targets_failed) == ("done", 3, 0)
@@ -47,8 +43,8 @@ def test_a_drained_job_ends_done_with_one_result_per_target(agent):
 
 def test_some_failing_targets_make_the_job_partial_and_all_failing_make_it_failed(agent):
     caller, _ = agent
-    partial = _submit(caller, "ok=1", "fail=timeout")
-    failed = _submit(caller, "fail=blocked", "boom=1")
+    partial = scripted_job(caller, "ok=1", "fail=timeout")
+    failed = scripted_job(caller, "fail=blocked", "boom=1")
     _run_all()
     partial.refresh_from_db()
     failed.refresh_from_db()
@@ -71,8 +67,8 @@ def test_some_failing_targets_make_the_job_partial_and_all_failing_make_it_faile
 def test_jobs_take_turns_one_target_each_in_submit_order(agent, make_caller, fetch_dir):
     caller, _ = agent
     other, _ = make_caller("other")
-    big = _submit(caller, *[f"big={i}" for i in range(4)])
-    small = _submit(other, "small=1")
+    big = scripted_job(caller, *[f"big={i}" for i in range(4)])
+    small = scripted_job(other, "small=1")
     _run_all()
     order = [url.split("?")[1] for event, _, _, url in fetchers.read_calls(fetch_dir) if event == "start"]
     assert order == ["big=0", "small=1", "big=1", "big=2", "big=3"]
@@ -83,7 +79,7 @@ def test_jobs_take_turns_one_target_each_in_submit_order(agent, make_caller, fet
 
 def test_a_claim_takes_a_slot_and_no_second_claim_fits_with_one_worker(agent):
     caller, _ = agent
-    _submit(caller, "a=1", "b=1")
+    scripted_job(caller, "a=1", "b=1")
     first = worker.claim_next_target()
     assert first is not None
     assert worker.claim_next_target() is None
@@ -97,7 +93,7 @@ def test_a_claim_takes_a_slot_and_no_second_claim_fits_with_one_worker(agent):
 def test_two_workers_hold_two_slots_and_never_three(agent, settings):
     settings.SIFT_BATCH_WORKERS = 2
     caller, _ = agent
-    _submit(caller, "a=1", "b=1", "c=1")
+    scripted_job(caller, "a=1", "b=1", "c=1")
     claims = [worker.claim_next_target() for _ in range(3)]
     assert [c is not None for c in claims] == [True, True, False]
 
@@ -105,7 +101,7 @@ def test_two_workers_hold_two_slots_and_never_three(agent, settings):
 def test_busy_twice_then_success_stores_the_result_with_attempts(agent, settings):
     settings.SIFT_BATCH_RETRY_WAIT = 2
     caller, _ = agent
-    job = _submit(caller, "busy=2")
+    job = scripted_job(caller, "busy=2")
     with time_machine.travel(T0, tick=False) as clock:
         for _ in range(3):
             claim = worker.claim_next_target()
@@ -121,7 +117,7 @@ def test_busy_twice_then_success_stores_the_result_with_attempts(agent, settings
 def test_a_longer_retry_after_from_upstream_is_honoured(agent, settings):
     settings.SIFT_BATCH_RETRY_WAIT = 2
     caller, _ = agent
-    job = _submit(caller, "busy=1&wait=30")
+    job = scripted_job(caller, "busy=1&wait=30")
     with time_machine.travel(T0, tick=False):
         worker.run_claim(worker.claim_next_target(), fetchers.scripted)
     assert job.targets.get().not_before == T0 + timedelta(seconds=30)
@@ -132,8 +128,8 @@ def test_always_busy_fails_busy_after_retry_for_while_other_jobs_finish(agent, m
     settings.SIFT_BATCH_RETRY_FOR = 5
     caller, _ = agent
     other, _ = make_caller("other")
-    stuck = _submit(caller, "busy=always")
-    fine = _submit(other, "ok=1")
+    stuck = scripted_job(caller, "busy=always")
+    fine = scripted_job(other, "ok=1")
     with time_machine.travel(T0, tick=False) as clock:
         for _ in range(20):
             claim = worker.claim_next_target()
@@ -152,7 +148,7 @@ def test_always_busy_fails_busy_after_retry_for_while_other_jobs_finish(agent, m
 def test_an_expired_claim_returns_to_pending_and_the_third_loss_fails_worker_lost(agent, settings):
     settings.SIFT_BATCH_CLAIM_LEASE = 60
     caller, _ = agent
-    job = _submit(caller, "a=1")
+    job = scripted_job(caller, "a=1")
     with time_machine.travel(T0, tick=False) as clock:
         for lost in (1, 2):
             assert worker.claim_next_target() is not None  # ... and the worker dies
@@ -178,7 +174,7 @@ def test_an_expired_claim_returns_to_pending_and_the_third_loss_fails_worker_los
 def test_a_late_result_after_the_lease_was_lost_is_not_stored_twice(agent, settings):
     settings.SIFT_BATCH_CLAIM_LEASE = 60
     caller, _ = agent
-    job = _submit(caller, "a=1")
+    job = scripted_job(caller, "a=1")
     with time_machine.travel(T0, tick=False) as clock:
         slow = worker.claim_next_target()
         clock.shift(timedelta(seconds=61))
@@ -195,7 +191,7 @@ def test_a_late_result_after_the_lease_was_lost_is_not_stored_twice(agent, setti
 
 def test_cancel_with_a_target_in_flight_keeps_cancelled_and_stores_the_result(agent):
     caller, _ = agent
-    job = _submit(caller, "a=1", "b=1", "c=1")
+    job = scripted_job(caller, "a=1", "b=1", "c=1")
     in_flight = worker.claim_next_target()
     assert runner.cancel(job)
     worker.run_claim(in_flight, fetchers.scripted)
@@ -207,7 +203,7 @@ def test_cancel_with_a_target_in_flight_keeps_cancelled_and_stores_the_result(ag
 
 def test_nothing_is_claimed_from_a_cancelled_job(agent):
     caller, _ = agent
-    job = _submit(caller, "a=1")
+    job = scripted_job(caller, "a=1")
     runner.cancel(job)
     assert worker.claim_next_target() is None
     assert not worker.has_unfinished_work()
@@ -216,7 +212,7 @@ def test_nothing_is_claimed_from_a_cancelled_job(agent):
 
 def test_a_cancel_landing_between_reading_a_target_and_claiming_it_drops_the_claim(agent, monkeypatch):
     caller, _ = agent
-    job = _submit(caller, "a=1")
+    job = scripted_job(caller, "a=1")
     read_target = worker._fairest_pending_target
 
     def read_then_cancel(now):
@@ -233,7 +229,7 @@ def test_a_cancel_landing_between_reading_a_target_and_claiming_it_drops_the_cla
 
 def test_log_lines_carry_ids_and_counts_but_never_a_url_or_host(agent, caplog):
     caller, _ = agent
-    _submit(caller, "ok=1", "fail=timeout", "busy=1")
+    scripted_job(caller, "ok=1", "fail=timeout", "busy=1")
     with caplog.at_level("INFO"):
         _run_all()
         job = BatchJob.objects.get()
