@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
-from batch import metrics, queue
+from batch import metrics, wakeups
 from batch.errors import Refused
 from batch.models import (
     FINISHED_STATUSES,
@@ -126,7 +126,7 @@ def submit(caller: ApiKey, raw_targets: list[object]) -> Submitted:
         BatchTarget.objects.bulk_create(
             BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict()) for i, t in enumerate(targets)
         )
-        transaction.on_commit(queue.wake_workers)
+        transaction.on_commit(wakeups.wake_on_submit)
     metrics.JOBS.labels("created").inc()
     log.info("job %s submitted caller=%s targets=%d", job.id, caller.name, len(targets))
     sweep_expired_jobs()

@@ -28,7 +28,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from batch import metrics, queue, runner, storable
+from batch import metrics, runner, storable, wakeups
 from batch.models import (
     LIVE_STATUSES,
     BatchJob,
@@ -482,8 +482,8 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
         try:
             claim = _claim_unless_stopping(now)
             if claim is not None:
-                if ran == 0 and settings.SIFT_BATCH_WORKERS > 1:
-                    queue.wake_workers()
+                if ran == 0:
+                    wakeups.ensure_workers(wakeups.Wake.PARTNER)
                 _run_to_its_end(claim, fetch)
                 ran += 1
             elif not IN_FLIGHT.stopping and has_unfinished_work():
