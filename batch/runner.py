@@ -1,4 +1,4 @@
-"""The job lifecycle: submit, read, cancel, sweep and evict (SPEC §3).
+"""The job lifecycle: submit, read, cancel, sweep and evict (docs/workers.md, docs/api.md).
 
 Nothing here knows about HTTP or the fetch pipeline. Every state change is a conditional
 UPDATE or happens under row locks inside a short transaction, so concurrent web and worker
@@ -29,6 +29,7 @@ from batch.models import (
     SubmitLock,
 )
 from batch.targets import InvalidTarget, Target, idempotency_key, parse_target, parse_targets
+from capacity.eviction import oldest_over_budget
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def validate_target(raw_target: object) -> Target:
 
 
 def submit(caller: ApiKey, raw_targets: list[object]) -> Submitted:
-    """Store a job for ``caller``, or answer the live twin it already has (SPEC §3.2, §3.3)."""
+    """Store a job for ``caller``, or answer the live twin it already has (docs/api.md)."""
     targets = validate_targets(raw_targets)
     idem_key = idempotency_key(caller.name, targets)
     with transaction.atomic():
@@ -172,10 +173,8 @@ def _check_caps(caller: ApiKey, n_targets: int, now: datetime) -> None:
 
 
 def _lock_submit_row() -> None:
-    if SubmitLock.objects.select_for_update().filter(pk=1).first() is None:
-        # The row is made by a migration; a flushed test database may have lost it.
-        SubmitLock.objects.bulk_create([SubmitLock(pk=1)], ignore_conflicts=True)
-        SubmitLock.objects.select_for_update().get(pk=1)
+    # The one row is made by a migration (batch/migrations/0002_rows_and_schedules.py).
+    SubmitLock.objects.select_for_update().get(pk=1)
 
 
 def get_job(caller: ApiKey, job_id: str) -> BatchJob:
@@ -198,7 +197,7 @@ def get_target(caller: ApiKey, job_id: str, idx: int) -> BatchTarget:
 
 
 def touch(job: BatchJob, now: datetime | None = None) -> None:
-    """Bump the lease: a job its owner reads stays alive for another TTL (SPEC §3.6)."""
+    """Bump the lease: a job its owner reads stays alive for another TTL."""
     job.lease = now or timezone.now()
     BatchJob.objects.filter(pk=job.pk).update(lease=job.lease)
 
@@ -264,7 +263,7 @@ def _delete_jobs(job_ids: list[str]) -> Removed:
 
 
 def sweep_expired_jobs(now: datetime | None = None) -> Removed:
-    """Delete every job whose lease is older than TTL, with its targets (SPEC §3.6)."""
+    """Delete every job whose lease is older than TTL, with its targets."""
     cutoff = (now or timezone.now()) - _ttl()
     removed = _delete_jobs(list(BatchJob.objects.filter(lease__lt=cutoff).values_list("pk", flat=True)))
     if removed.jobs:
@@ -279,17 +278,8 @@ def evict_oldest(max_bytes: int | None = None) -> Removed:
     Live jobs are never evicted, even when they alone are over the budget.
     """
     budget = settings.SIFT_BATCH_MAX_BYTES if max_bytes is None else max_bytes
-    excess = (BatchJob.objects.aggregate(total=Sum("n_bytes"))["total"] or 0) - budget
-    if excess <= 0:
-        return Removed()
-    victims = []
     finished = BatchJob.objects.filter(status__in=FINISHED_STATUSES).order_by("finished_at", "created_at")
-    for job_id, n_bytes in finished.values_list("pk", "n_bytes").iterator(chunk_size=500):
-        if excess <= 0:
-            break
-        victims.append(job_id)
-        excess -= n_bytes
-    removed = _delete_jobs(victims)
+    removed = _delete_jobs(oldest_over_budget(BatchJob.objects.all(), finished, budget))
     if removed.jobs:
         metrics.EVICTED.inc(removed.jobs)
         log.info("evict %s", removed)

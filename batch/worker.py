@@ -1,4 +1,4 @@
-"""The worker side of the job lifecycle: claim a target, fetch it, store what came back (SPEC §3.4).
+"""The worker side of the job lifecycle: claim a target, fetch it, store what came back.
 
 A claim takes one of the ``WORKERS`` slot rows and the fairest pending target in one short
 transaction; the fetch runs outside any transaction; the result, the job's counters and, for
@@ -6,8 +6,8 @@ the last target, the job's final status are written in another short transaction
 is conditional on the claim still being ours, so a worker that lost its lease (it was presumed
 dead) can never store a second result.
 
-The per-target work is a ``FetchFunc`` named by ``SIFT_BATCH_FETCH``: this module knows nothing
-about HTTP or the fetch pipeline.
+The per-target work is a ``FetchFunc`` (``fetch_func``): this module knows nothing about HTTP
+or the fetch pipeline. See docs/workers.md.
 """
 
 from __future__ import annotations
@@ -39,8 +39,12 @@ from batch.models import (
     WorkerSlot,
 )
 from batch.targets import Target
+from capacity.slots import SlotTable
 
 log = logging.getLogger(__name__)
+
+# Two rows (made by a migration, or on demand); at most WORKERS of them are used.
+WORKER_SLOTS = SlotTable(WorkerSlot, holder="target_id", empty=None)
 
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
@@ -80,7 +84,7 @@ class RetryLater(Exception):
 
 
 class TargetFailed(Exception):
-    """The FetchFunc could not produce a result; ``outcome`` is one of SPEC §5.8."""
+    """The FetchFunc could not produce a result; ``outcome`` is one of ``Outcome`` (docs/api.md)."""
 
     def __init__(self, outcome: str, error: str, hint: str) -> None:
         super().__init__(error)
@@ -123,7 +127,7 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
     now = now or timezone.now()
     recover_lost_claims(now)
     with transaction.atomic():
-        slot = _free_slot(now)
+        slot = WORKER_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
         if slot is None:
             return None
         target = _fairest_pending_target(now)
@@ -134,21 +138,6 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
         "job %s target %d claimed attempt=%d slot=%d", claim.job_id, claim.idx, claim.attempt, claim.slot
     )
     return claim
-
-
-def _free_slot(now: datetime) -> WorkerSlot | None:
-    free = (
-        WorkerSlot.objects.select_for_update(skip_locked=True)
-        .filter(number__lt=settings.SIFT_BATCH_WORKERS)
-        .filter(Q(target__isnull=True) | Q(lease_until__lt=now))
-        .order_by("number")
-    )
-    slot = free.first()
-    if slot is None and WorkerSlot.objects.count() < 2:
-        # The rows come from a migration; a flushed test database may have lost them.
-        WorkerSlot.objects.bulk_create([WorkerSlot(number=0), WorkerSlot(number=1)], ignore_conflicts=True)
-        slot = free.first()
-    return slot
 
 
 def _fairest_pending_target(now: datetime) -> BatchTarget | None:
@@ -171,7 +160,7 @@ def _serve_job(job_id: str, now: datetime) -> bool:
 
     A conditional UPDATE: a cancel that committed since the target was read makes it match
     nothing (the target then never starts); a cancel after it waits for this transaction and
-    finds the target in flight, which SPEC §3.5 lets finish.
+    finds the target in flight, which is let finish (docs/workers.md, "Fairness").
     """
     served = BatchJob.objects.filter(pk=job_id, status__in=LIVE_STATUSES).update(
         served_at=now,
@@ -180,7 +169,7 @@ def _serve_job(job_id: str, now: datetime) -> bool:
     return bool(served)
 
 
-def _take(slot: WorkerSlot, target: BatchTarget, now: datetime) -> Claim:
+def _take(slot: int, target: BatchTarget, now: datetime) -> Claim:
     lease_until = now + _lease()
     attempt = target.attempts + 1
     BatchTarget.objects.filter(pk=target.pk).update(
@@ -190,14 +179,14 @@ def _take(slot: WorkerSlot, target: BatchTarget, now: datetime) -> Claim:
         started_at=now,
         not_before=None,
     )
-    WorkerSlot.objects.filter(number=slot.number).update(target=target, lease_until=lease_until)
+    WORKER_SLOTS.hold(slot, target.pk, lease_until)
     job = target.job
     return Claim(
         target_id=target.pk,
         job_id=job.pk,
         idx=target.idx,
         attempt=attempt,
-        slot=slot.number,
+        slot=slot,
         caller=Caller(job.caller.name, job.caller_class),
         target=Target.from_stored(target.url, target.options),
     )
@@ -403,9 +392,7 @@ def _store_retry(claim: Claim, now: datetime, wait: float) -> None:
 
 
 def _release_slot(claim: Claim) -> None:
-    WorkerSlot.objects.filter(number=claim.slot, target_id=claim.target_id).update(
-        target=None, lease_until=None
-    )
+    WORKER_SLOTS.release(claim.slot, claim.target_id)
 
 
 # --- crash recovery --------------------------------------------------------------------------
@@ -433,7 +420,7 @@ def recover_lost_claims(now: datetime | None = None) -> int:
                 BatchTarget.objects.filter(
                     pk=target_id, status=TargetStatus.RUNNING, attempts=attempt
                 ).update(status=TargetStatus.PENDING, lease_until=None, lost_leases=F("lost_leases") + 1)
-            WorkerSlot.objects.filter(target_id=target_id).update(target=None, lease_until=None)
+            WORKER_SLOTS.release_held_by(target_id)
         log.warning("job %s target %d: claim lease expired (lost %d)", job_id, idx, lost_leases + 1)
         if lost_leases + 1 >= MAX_LOST_LEASES:
             _evict_after(TargetRef(target_id, job_id, idx, attempt))
@@ -587,7 +574,7 @@ def release_unanswered_claim(claimed_at: datetime) -> int:
             if running.filter(pk=target_id).update(
                 status=TargetStatus.PENDING, lease_until=None, not_before=None
             ):
-                WorkerSlot.objects.filter(target_id=target_id).update(target=None, lease_until=None)
+                WORKER_SLOTS.release_held_by(target_id)
                 released += 1
     if released:
         log.warning("drain: gave back %d claim(s) whose commit was never answered", released)
