@@ -24,12 +24,12 @@ import idna
 from django.conf import settings
 
 from batch.fetch.errors import FetchError
+from batch.fetch.limits import MAX_URL_CHARS
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
-MAX_URL_CHARS = 2048
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 # Characters left as they are in the request target: RFC 3986 reserved and unreserved, and ``%``
 # so that existing escapes survive. Everything else (non-ASCII, quotes, braces) is escaped.
