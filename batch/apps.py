@@ -12,7 +12,8 @@ class BatchConfig(AppConfig):
         # Imported here: both need the app registry, which is ready only now.
         from django_q.signals import post_spawn  # noqa: PLC0415
 
-        from batch import stopping, wakeups  # noqa: PLC0415
+        # checks registers the rules between settings (sift.E001, ...) as it is imported.
+        from batch import checks, stopping, wakeups  # noqa: F401, PLC0415
         from batch.heartbeat import start_heartbeat  # noqa: PLC0415
 
         post_spawn.connect(start_heartbeat, dispatch_uid="sift-heartbeat")

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
@@ -42,6 +43,12 @@ from batch.targets import Target
 from capacity.slots import SlotTable
 
 log = logging.getLogger(__name__)
+
+# The per-target work in production: imported by name, so that this module never imports the pipeline.
+PIPELINE_FETCH = "batch.adapter.fetch_target"
+# Where SIFT_TEST_FETCH_FUNC may point: an environment variable must not make a worker import any module.
+TEST_FETCH_MODULES = ("tests.", "bench.")
+TEST_FETCH_FUNC_RULE = "only a function of a module under tests/ or bench/ may replace the fetch"
 
 # Two rows (made by a migration, or on demand); at most WORKERS of them are used.
 WORKER_SLOTS = SlotTable(WorkerSlot, holder="target_id", empty=None)
@@ -111,8 +118,16 @@ class Claim(TargetRef):
 
 
 def fetch_func() -> FetchFunc:
-    func: FetchFunc = import_string(settings.SIFT_BATCH_FETCH)
+    """The pipeline's adapter, or the tests' and benchmarks' stand-in (``SIFT_TEST_FETCH_FUNC``)."""
+    override = settings.SIFT_TEST_FETCH_FUNC
+    if override and not allowed_test_fetch(override):
+        raise ImproperlyConfigured(f"SIFT_TEST_FETCH_FUNC={override!r}: {TEST_FETCH_FUNC_RULE}")
+    func: FetchFunc = import_string(override or PIPELINE_FETCH)
     return func
+
+
+def allowed_test_fetch(path: str) -> bool:
+    return path.startswith(TEST_FETCH_MODULES)
 
 
 def _lease() -> timedelta:

@@ -211,11 +211,13 @@ LOGGING = {
 
 # --- the django-q2 cluster (SPEC §3.4) -------------------------------------------------------
 
-# The per-target work of batch jobs: a function (Caller, Target) -> {"content", "meta"}.
-SIFT_BATCH_FETCH = env_str("SIFT_BATCH_FETCH", "batch.adapter.fetch_target")
+# Tests and benchmarks only, never production: the per-target work of batch jobs replaced by a
+# function (Caller, Target) -> {"content", "meta"} of a module under tests/ or bench/ (anything
+# else is refused). Unset, the fetch pipeline does the work (batch/adapter.py). docs/workers.md.
+SIFT_TEST_FETCH_FUNC = env_str("SIFT_TEST_FETCH_FUNC", "")
 # A claimed target belongs to its worker for this long; a worker that has not stored anything
 # by then is presumed dead. It must outlast a whole fetch: gate wait (5 s), the fetch deadline,
-# and the sandboxed extraction after it.
+# and the sandboxed extraction after it (a system check, sift.E001, says so at start-up).
 SIFT_BATCH_CLAIM_LEASE = env_duration("SIFT_BATCH_CLAIM_LEASE", f"{2 * SIFT_FETCH_TIMEOUT + 30:.0f}s")
 # A worker task drains targets for at most SIFT_BATCH_DRAIN_SECONDS, then hands over to a fresh
 # task, so django-q2's ``timeout`` (which kills the worker) never lands in the middle of a fetch.
