@@ -1,4 +1,4 @@
-"""The SSRF guard (SPEC §5.1): may this URL be fetched, and at which addresses?
+"""The SSRF guard: may this URL be fetched, and at which addresses? (docs/fetch-client.md)
 
 ``check_url`` resolves the host once and classifies every address it resolves to. The client then
 connects to those vetted addresses and never looks the name up again, so a DNS answer that
