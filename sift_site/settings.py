@@ -125,7 +125,7 @@ STORAGES = {
 # Serve straight from the apps too, so a server started without collectstatic still has its assets.
 WHITENOISE_USE_FINDERS = True
 
-# Requests over 128 KiB are refused with 413 before Django reads them (docs/api.md).
+# Requests over 128 KiB are refused with 413 before Django reads them (batch/middleware.py).
 SIFT_MAX_REQUEST_BYTES = 128 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIFT_MAX_REQUEST_BYTES
 
