@@ -29,6 +29,9 @@ def test_a_raised_slot_count_gets_its_rows_without_a_migration(db, settings):
 
 def test_a_slot_whose_lease_ran_out_is_free_and_only_its_holder_releases_it(db):
     now = timezone.now()
+    assert FETCH_SLOTS.take_free(1, now) == 0
+    FETCH_SLOTS.hold(0, "old", now + timedelta(seconds=1))
+    assert FETCH_SLOTS.take_free(1, now) is None
     FETCH_SLOTS.hold(0, "old", now - timedelta(seconds=1))
     assert FETCH_SLOTS.take_free(1, now) == 0
     FETCH_SLOTS.hold(0, "new", now + timedelta(minutes=1))
