@@ -1,8 +1,7 @@
-"""Each cluster worker process says it is alive, for ``/healthz`` (SPEC §4), and wakes stranded work.
+"""Each cluster worker process says it is alive, for ``/healthz`` (docs/operations.md).
 
 django-q2 sends ``post_spawn`` in every worker process it starts; a daemon thread there writes
-a heartbeat row every few seconds. The same beat queues a drain when work is waiting and no
-task is, which is how queued jobs resume promptly after the cluster restarts (SPEC §3.4).
+a heartbeat row every few seconds. It only beats: waking workers is ``batch/wakeups.py``'s.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from typing import Any
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from batch import queue, worker
 from batch.models import ClusterHeartbeat
 
 log = logging.getLogger(__name__)
@@ -31,8 +29,6 @@ def beat(name: str) -> None:
     now = timezone.now()
     ClusterHeartbeat.objects.update_or_create(name=name, defaults={"seen_at": now})
     ClusterHeartbeat.objects.filter(seen_at__lt=now - FORGET_AFTER).delete()
-    if worker.has_unfinished_work():
-        queue.wake_workers()
 
 
 def _beat_forever(name: str) -> None:

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
-from batch import metrics, queue
+from batch import metrics, wakeups
 from batch.errors import Refusal, Refused
 from batch.fetch.outcomes import RetryAfter
 from batch.fetch.targets import Target
@@ -34,6 +34,7 @@ from batch.models import (
     JobStatus,
     SubmitLock,
 )
+from capacity.eviction import oldest_over_budget
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ def submit(caller: ApiKey, targets: Sequence[Target]) -> Submitted:
         BatchTarget.objects.bulk_create(
             BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict()) for i, t in enumerate(targets)
         )
-        transaction.on_commit(queue.wake_workers)
+        transaction.on_commit(wakeups.wake_on_submit)
     metrics.JOBS.labels("created").inc()
     log.info("job %s submitted caller=%s targets=%d", job.id, caller.name, len(targets))
     sweep_expired_jobs()
@@ -142,10 +143,8 @@ def _check_caps(caller: ApiKey, n_targets: int, now: datetime) -> None:
 
 
 def _lock_submit_row() -> None:
-    if SubmitLock.objects.select_for_update().filter(pk=1).first() is None:
-        # The row is made by a migration; a flushed test database may have lost it.
-        SubmitLock.objects.bulk_create([SubmitLock(pk=1)], ignore_conflicts=True)
-        SubmitLock.objects.select_for_update().get(pk=1)
+    # The one row is made by a migration (batch/migrations/0002_rows_and_schedules.py).
+    SubmitLock.objects.select_for_update().get(pk=1)
 
 
 def get_job(caller: ApiKey, job_id: str) -> BatchJob:
@@ -251,17 +250,8 @@ def evict_oldest(max_bytes: int | None = None) -> Removed:
     Live jobs are never evicted, even when they alone are over the budget.
     """
     budget = settings.SIFT_BATCH_MAX_BYTES if max_bytes is None else max_bytes
-    excess = (BatchJob.objects.aggregate(total=Sum("n_bytes"))["total"] or 0) - budget
-    if excess <= 0:
-        return Removed()
-    victims = []
     finished = BatchJob.objects.filter(status__in=FINISHED_STATUSES).order_by("finished_at", "created_at")
-    for job_id, n_bytes in finished.values_list("pk", "n_bytes").iterator(chunk_size=500):
-        if excess <= 0:
-            break
-        victims.append(job_id)
-        excess -= n_bytes
-    removed = _delete_jobs(victims)
+    removed = _delete_jobs(oldest_over_budget(BatchJob.objects.all(), finished, budget))
     if removed.jobs:
         metrics.EVICTED.inc(removed.jobs)
         log.info("evict %s", removed)

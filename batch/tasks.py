@@ -1,18 +1,23 @@
-"""django-q2 entry points: thin wrappers around the worker and the runner (SPEC §3.4, §3.6)."""
+"""django-q2 entry points: thin wrappers around the worker, the runner and the wake-ups."""
 
 from __future__ import annotations
 
 from django.conf import settings
 
-from batch import queue, runner, worker
+from batch import runner, wakeups, worker
+from batch.wakeups import Wake
 
 
 def drain_targets() -> int:
     """Run targets for one drain budget; hand over to a fresh task if work is left."""
     ran = worker.drain(worker.fetch_func(), budget=settings.SIFT_BATCH_DRAIN_SECONDS)
-    if worker.has_unfinished_work():
-        queue.wake_workers(force=True)
+    wakeups.ensure_workers(Wake.HAND_OVER)
     return ran
+
+
+def wake_stranded_work() -> int:
+    """The per-minute schedule: queue drains if work waits and no drain does."""
+    return wakeups.ensure_workers(Wake.SCHEDULE)
 
 
 def sweep_and_evict() -> str:

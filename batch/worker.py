@@ -8,8 +8,8 @@ the last target, the job's final status are written in another short transaction
 is conditional on the claim still being ours, so a worker that lost its lease (it was presumed
 dead) can never store a second result.
 
-The per-target work is a ``FetchFunc`` named by ``SIFT_BATCH_FETCH``: this module knows nothing
-about HTTP or the fetch pipeline.
+The per-target work is a ``FetchFunc`` (``fetch_func``): this module knows nothing about HTTP
+or the fetch pipeline. See docs/workers.md.
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from batch import metrics, queue, runner, storable
+from batch import metrics, runner, storable, wakeups
 from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import Target
 from batch.models import (
@@ -41,8 +42,18 @@ from batch.models import (
     TargetStatus,
     WorkerSlot,
 )
+from capacity.slots import SlotTable
 
 log = logging.getLogger(__name__)
+
+# The per-target work in production: imported by name, so that this module never imports the pipeline.
+PIPELINE_FETCH = "batch.adapter.fetch_target"
+# Where SIFT_TEST_FETCH_FUNC may point: an environment variable must not make a worker import any module.
+TEST_FETCH_MODULES = ("tests.", "bench.")
+TEST_FETCH_FUNC_RULE = "only a function of a module under tests/ or bench/ may replace the fetch"
+
+# Two rows (made by a migration, or on demand); at most WORKERS of them are used.
+WORKER_SLOTS = SlotTable(WorkerSlot, holder="target_id", empty=None)
 
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
@@ -118,8 +129,16 @@ class Claim(TargetRef):
 
 
 def fetch_func() -> FetchFunc:
-    func: FetchFunc = import_string(settings.SIFT_BATCH_FETCH)
+    """The pipeline's adapter, or the tests' and benchmarks' stand-in (``SIFT_TEST_FETCH_FUNC``)."""
+    override = settings.SIFT_TEST_FETCH_FUNC
+    if override and not allowed_test_fetch(override):
+        raise ImproperlyConfigured(f"SIFT_TEST_FETCH_FUNC={override!r}: {TEST_FETCH_FUNC_RULE}")
+    func: FetchFunc = import_string(override or PIPELINE_FETCH)
     return func
+
+
+def allowed_test_fetch(path: str) -> bool:
+    return path.startswith(TEST_FETCH_MODULES)
 
 
 def _lease() -> timedelta:
@@ -134,7 +153,7 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
     now = now or timezone.now()
     recover_lost_claims(now)
     with transaction.atomic():
-        slot = _free_slot(now)
+        slot = WORKER_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
         if slot is None:
             return None
         target = _fairest_pending_target(now)
@@ -145,21 +164,6 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
         "job %s target %d claimed attempt=%d slot=%d", claim.job_id, claim.idx, claim.attempt, claim.slot
     )
     return claim
-
-
-def _free_slot(now: datetime) -> WorkerSlot | None:
-    free = (
-        WorkerSlot.objects.select_for_update(skip_locked=True)
-        .filter(number__lt=settings.SIFT_BATCH_WORKERS)
-        .filter(Q(target__isnull=True) | Q(lease_until__lt=now))
-        .order_by("number")
-    )
-    slot = free.first()
-    if slot is None and WorkerSlot.objects.count() < 2:
-        # The rows come from a migration; a flushed test database may have lost them.
-        WorkerSlot.objects.bulk_create([WorkerSlot(number=0), WorkerSlot(number=1)], ignore_conflicts=True)
-        slot = free.first()
-    return slot
 
 
 def _fairest_pending_target(now: datetime) -> BatchTarget | None:
@@ -182,7 +186,7 @@ def _serve_job(job_id: str, now: datetime) -> bool:
 
     A conditional UPDATE: a cancel that committed since the target was read makes it match
     nothing (the target then never starts); a cancel after it waits for this transaction and
-    finds the target in flight, which a cancel lets finish.
+    finds the target in flight, which is let finish (docs/workers.md, "Fairness").
     """
     served = BatchJob.objects.filter(pk=job_id, status__in=LIVE_STATUSES).update(
         served_at=now,
@@ -191,7 +195,7 @@ def _serve_job(job_id: str, now: datetime) -> bool:
     return bool(served)
 
 
-def _take(slot: WorkerSlot, target: BatchTarget, now: datetime) -> Claim:
+def _take(slot: int, target: BatchTarget, now: datetime) -> Claim:
     lease_until = now + _lease()
     attempt = target.attempts + 1
     BatchTarget.objects.filter(pk=target.pk).update(
@@ -201,14 +205,14 @@ def _take(slot: WorkerSlot, target: BatchTarget, now: datetime) -> Claim:
         started_at=now,
         not_before=None,
     )
-    WorkerSlot.objects.filter(number=slot.number).update(target=target, lease_until=lease_until)
+    WORKER_SLOTS.hold(slot, target.pk, lease_until)
     job = target.job
     return Claim(
         target_id=target.pk,
         job_id=job.pk,
         idx=target.idx,
         attempt=attempt,
-        slot=slot.number,
+        slot=slot,
         caller=Caller(job.caller.name, job.caller_class),
         target=Target.from_stored(target.url, target.options),
     )
@@ -427,9 +431,7 @@ def _store_retry(claim: Claim, now: datetime, wait: float) -> None:
 
 
 def _release_slot(claim: Claim) -> None:
-    WorkerSlot.objects.filter(number=claim.slot, target_id=claim.target_id).update(
-        target=None, lease_until=None
-    )
+    WORKER_SLOTS.release(claim.slot, claim.target_id)
 
 
 # --- crash recovery --------------------------------------------------------------------------
@@ -459,7 +461,7 @@ def recover_lost_claims(now: datetime | None = None) -> int:
                 BatchTarget.objects.filter(
                     pk=target_id, status=TargetStatus.RUNNING, attempts=attempt
                 ).update(status=TargetStatus.PENDING, lease_until=None, lost_leases=F("lost_leases") + 1)
-            WorkerSlot.objects.filter(target_id=target_id).update(target=None, lease_until=None)
+            WORKER_SLOTS.release_held_by(target_id)
         log.warning("job %s target %d: claim lease expired (lost %d)", job_id, idx, lost_leases + 1)
         if lost_leases + 1 >= MAX_LOST_LEASES:
             _evict_after(TargetRef(target_id, job_id, idx, attempt))
@@ -486,12 +488,6 @@ class InFlight:
 IN_FLIGHT = InFlight()
 
 
-def has_unfinished_work() -> bool:
-    return BatchTarget.objects.filter(
-        status__in=(TargetStatus.PENDING, TargetStatus.RUNNING), job__status__in=LIVE_STATUSES
-    ).exists()
-
-
 def drain(fetch: FetchFunc, *, budget: float) -> int:
     """Claim and run targets until none are left or ``budget`` seconds have passed; return how many ran.
 
@@ -508,11 +504,11 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
         try:
             claim = _claim_unless_stopping(now)
             if claim is not None:
-                if ran == 0 and settings.SIFT_BATCH_WORKERS > 1:
-                    queue.wake_workers()
+                if ran == 0:
+                    wakeups.ensure_workers(wakeups.Wake.PARTNER)
                 _run_to_its_end(claim, fetch)
                 ran += 1
-            elif not IN_FLIGHT.stopping and has_unfinished_work():
+            elif not IN_FLIGHT.stopping and wakeups.has_unfinished_work():
                 time.sleep(IDLE_POLL_SECONDS)
             else:
                 break
@@ -613,7 +609,7 @@ def release_unanswered_claim(claimed_at: datetime) -> int:
             if running.filter(pk=target_id).update(
                 status=TargetStatus.PENDING, lease_until=None, not_before=None
             ):
-                WorkerSlot.objects.filter(target_id=target_id).update(target=None, lease_until=None)
+                WORKER_SLOTS.release_held_by(target_id)
                 released += 1
     if released:
         log.warning("drain: gave back %d claim(s) whose commit was never answered", released)

@@ -8,7 +8,7 @@ decompressed in memory, never copied into the repository) as ``text/html`` from 
 server on 127.0.0.1 in this process, recreates the ``sift_bench_batch`` database on the local
 PostgreSQL, migrates it, issues a fleet caller and starts ``manage.py qcluster`` on it with
 ``SIFT_BATCH_WORKERS=--workers``, ``SIFT_FETCH_ALLOW_CIDRS=127.0.0.0/8`` and the production
-``SIFT_BATCH_FETCH`` (``batch.adapter.fetch_target``). Then, ``--runs`` times, alternately:
+fetch (``batch.adapter.fetch_target``, no ``SIFT_TEST_FETCH_FUNC``). Then, ``--runs`` times, alternately:
 
 - ``direct``: the 32 URLs through ``batch.fetch.pipeline.fetch`` (cache, gate, guarded download,
   extraction) by ``--workers`` threads taking them in index order, in one process: a child of
@@ -161,7 +161,7 @@ def bench_env(workers: int, metrics_dir: Path, fetch: str) -> dict[str, str]:
     """The environment of the cluster, of the direct process and of this process."""
     settings = {"SIFT_BATCH_WORKERS": str(workers), "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.0/8"}
     if fetch != PRODUCTION_FETCH:
-        settings.update(SIFT_BATCH_FETCH=fetch, SIFT_BENCH_TRACE=str(metrics_dir.parent / "trace.jsonl"))
+        settings.update(SIFT_TEST_FETCH_FUNC=fetch, SIFT_BENCH_TRACE=str(metrics_dir.parent / "trace.jsonl"))
     return harness.service_env(DATABASE.url, metrics_dir, **settings)
 
 
@@ -559,7 +559,7 @@ def print_setup(pages: list[bytes], workers: int, fetch: str) -> None:
     )
     print(
         f"direct: pipeline.fetch, {workers} threads in one process; batch: qcluster, "
-        f"SIFT_BATCH_WORKERS={workers}, SIFT_BATCH_FETCH={fetch}"
+        f"SIFT_BATCH_WORKERS={workers}, fetch={fetch}"
     )
     print("cache: own URLs per phase and run, table emptied before each phase: every lookup misses")
     print(

@@ -1,6 +1,6 @@
 """A FetchFunc that fetches nothing, for ``bench/scheduling.py``: what is left is the bookkeeping.
 
-Point ``SIFT_BATCH_FETCH`` at ``bench.noop.noop`` and every target ends at once with an empty
+Point ``SIFT_TEST_FETCH_FUNC`` at ``bench.noop.noop`` and every target ends at once with an empty
 result, so a job's time is the cost of claiming, storing and settling its targets.
 """
 

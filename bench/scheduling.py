@@ -4,7 +4,7 @@
 
 One command does everything: it recreates the ``sift_bench_sched`` database on the local
 PostgreSQL, migrates it, issues a caller, starts ``manage.py qcluster`` on it with
-``SIFT_BATCH_FETCH=bench.noop.noop`` (a fetch that returns an empty result at once), then
+``SIFT_TEST_FETCH_FUNC=bench.noop.noop`` (a fetch that returns an empty result at once), then
 submits ``--runs`` jobs of ``--targets`` targets one after another through
 ``batch.runner.submit``, each after the previous one finished, so every job starts on an idle
 cluster as an agent's would. An unmeasured warm-up job goes first. At the end, also on Ctrl-C
@@ -268,7 +268,7 @@ def bench(args: argparse.Namespace) -> None:
         env = harness.service_env(
             DATABASE.url,
             workdir / "metrics",
-            SIFT_BATCH_FETCH=NOOP_FETCH,
+            SIFT_TEST_FETCH_FUNC=NOOP_FETCH,
             SIFT_BATCH_WORKERS=str(args.workers),
             SIFT_BATCH_TARGETS_PER_JOB=str(max(args.targets, 32)),
         )
@@ -276,7 +276,7 @@ def bench(args: argparse.Namespace) -> None:
         with harness.django_in_process(env):
             caller = harness.migrate_and_issue_caller("bench-scheduling")
             print(f"PostgreSQL: {server_settings()}")
-            print(f"cluster: qcluster, SIFT_BATCH_WORKERS={args.workers}, SIFT_BATCH_FETCH={NOOP_FETCH}")
+            print(f"cluster: qcluster, SIFT_BATCH_WORKERS={args.workers}, SIFT_TEST_FETCH_FUNC={NOOP_FETCH}")
             print(f"jobs: {args.runs} measured + 1 warm-up, {args.targets} targets each; times in ms\n")
             with harness.qcluster(env, workdir / "cluster.log", args.workers) as process:
                 measured, cpu_use = run_jobs(caller, CpuMeter(process.pid), args)

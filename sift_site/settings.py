@@ -1,4 +1,4 @@
-"""Settings for sift, read from the environment (SPEC §7) and nowhere else.
+"""Settings for sift, read from the environment and nowhere else (README.md, "Configuration").
 
 With no environment at all the service runs on an embedded SQLite database.
 Every ``SIFT_*`` value is parsed by a typed reader that refuses malformed input.
@@ -91,8 +91,8 @@ else:
         "NAME": str(BASE_DIR / "db.sqlite3"),
     }
 if _database["ENGINE"] == "django.db.backends.sqlite3":
-    # IMMEDIATE makes every transaction take the write lock at BEGIN, so the caps of
-    # SPEC §3.3 are serialised on SQLite the way row locks serialise them on PostgreSQL.
+    # IMMEDIATE makes every transaction take the write lock at BEGIN, so the caps checked by a
+    # submit are serialised on SQLite the way row locks serialise them on PostgreSQL.
     _database["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "timeout": 30,
@@ -126,7 +126,7 @@ STORAGES = {
 # Serve straight from the apps too, so a server started without collectstatic still has its assets.
 WHITENOISE_USE_FINDERS = True
 
-# Requests over 128 KiB are refused with 413 before Django reads them (SPEC §4).
+# Requests over 128 KiB are refused with 413 before Django reads them (batch/middleware.py).
 SIFT_MAX_REQUEST_BYTES = 128 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIFT_MAX_REQUEST_BYTES
 
@@ -145,14 +145,14 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
-# --- sift: batch jobs (SPEC §3) --------------------------------------------------------------
+# --- sift: batch jobs (docs/api.md, docs/workers.md) -------------------------------------------
 
 SIFT_BATCH_ENABLED = env_bool("SIFT_BATCH_ENABLED", True)
 SIFT_BATCH_TTL = env_duration("SIFT_BATCH_TTL", "24h")
 SIFT_BATCH_TARGETS_PER_JOB = env_int("SIFT_BATCH_TARGETS_PER_JOB", 32, minimum=1)
 SIFT_BATCH_JOBS_PER_CALLER = env_int("SIFT_BATCH_JOBS_PER_CALLER", 1, minimum=1)
 SIFT_BATCH_JOBS_TOTAL = env_int("SIFT_BATCH_JOBS_TOTAL", 8, minimum=1)
-# More than two concurrent targets is never allowed (SPEC §3.4): clamp, don't refuse.
+# More than two concurrent targets is never allowed (docs/workers.md): clamp, don't refuse.
 SIFT_BATCH_WORKERS = min(env_int("SIFT_BATCH_WORKERS", 1, minimum=1), 2)
 SIFT_BATCH_MAX_BYTES = env_bytes("SIFT_BATCH_MAX_BYTES", "64MiB")
 # Finished jobs kept per caller, newest first: failed jobs store no bytes, so the byte budget
@@ -166,7 +166,7 @@ SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
 SIFT_BATCH_WAITS_PER_CALLER = env_int("SIFT_BATCH_WAITS_PER_CALLER", 2)
 SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
 
-# --- sift: fetch pipeline (SPEC §5) ----------------------------------------------------------
+# --- sift: fetch pipeline (docs/fetch-pipeline.md) ---------------------------------------------
 
 SIFT_FETCH_SLOTS = env_int("SIFT_FETCH_SLOTS", 8, minimum=1)
 SIFT_FETCH_TIMEOUT = env_duration("SIFT_FETCH_TIMEOUT", "30s")
@@ -204,19 +204,21 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["not_back_pressure"]},
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # These libraries name hosts and URLs, or chatter, in their messages; SPEC §6 keeps URLs out.
+    # These libraries name hosts and URLs, or chatter, in their messages; logs keep URLs out.
     "loggers": {
         name: {"level": "ERROR"} for name in ("urllib3", "trafilatura", "htmldate", "courlan", "bm25s")
     },
 }
 
-# --- the django-q2 cluster (SPEC §3.4) -------------------------------------------------------
+# --- the django-q2 cluster (docs/workers.md) ---------------------------------------------------
 
-# The per-target work of batch jobs: a function (Caller, Target) -> {"content", "meta"}.
-SIFT_BATCH_FETCH = env_str("SIFT_BATCH_FETCH", "batch.adapter.fetch_target")
+# Tests and benchmarks only, never production: the per-target work of batch jobs replaced by a
+# function (Caller, Target) -> {"content", "meta"} of a module under tests/ or bench/ (anything
+# else is refused). Unset, the fetch pipeline does the work (batch/adapter.py). docs/workers.md.
+SIFT_TEST_FETCH_FUNC = env_str("SIFT_TEST_FETCH_FUNC", "")
 # A claimed target belongs to its worker for this long; a worker that has not stored anything
 # by then is presumed dead. It must outlast a whole fetch: gate wait (5 s), the fetch deadline,
-# and the sandboxed extraction after it.
+# and the sandboxed extraction after it (a system check, sift.E001, says so at start-up).
 SIFT_BATCH_CLAIM_LEASE = env_duration("SIFT_BATCH_CLAIM_LEASE", f"{2 * SIFT_FETCH_TIMEOUT + 30:.0f}s")
 # A worker task drains targets for at most SIFT_BATCH_DRAIN_SECONDS, then hands over to a fresh
 # task, so django-q2's ``timeout`` (which kills the worker) never lands in the middle of a fetch.
@@ -237,7 +239,7 @@ Q_CLUSTER = {
     "label": "Cluster tasks",
 }
 
-# --- metrics (SPEC §6) ------------------------------------------------------------------------
+# --- metrics (docs/metrics.md) -----------------------------------------------------------------
 
 # When set, a scrape of /metrics must send it as `Authorization: Bearer <token>`; empty, it is open.
 SIFT_METRICS_TOKEN = env_bearer_token("SIFT_METRICS_TOKEN", min_length=16)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 
 import pytest
+from django.apps import apps
 from django.test import override_settings
 
-from batch.models import ApiKey
+from batch.models import ApiKey, SubmitLock
 
 from .factories import ApiClient, MakeCaller
+
+ROWS_MIGRATION = importlib.import_module("batch.migrations.0002_rows_and_schedules")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -18,6 +22,18 @@ def fetch_only_allowed(django_test_environment: None) -> Iterator[None]:
     ``SIFT_FETCH_ALLOW_CIDRS`` (loopback in the tests that serve pages), public ones included."""
     with override_settings(SIFT_FETCH_ONLY_ALLOWED=True):
         yield
+
+
+@pytest.fixture(autouse=True)
+def rows_made_by_migrations(request: pytest.FixtureRequest) -> None:
+    """The rows a data migration makes (the submit lock, the worker slots, the schedules), in
+    every test that uses the database: pytest-django empties every table after a
+    ``transaction=True`` test, and the next test would find them gone."""
+    if "_django_db_helper" not in request.fixturenames and not request.node.get_closest_marker("django_db"):
+        return
+    request.getfixturevalue("_django_db_helper")
+    if not SubmitLock.objects.exists():
+        ROWS_MIGRATION.create_rows(apps, None)
 
 
 @pytest.fixture

@@ -97,7 +97,7 @@ class Deployment:
             "DATABASE_URL": test_database_url(),
             "PROMETHEUS_MULTIPROC_DIR": str(tmp / "metrics"),
             "SIFT_TEST_FETCH_DIR": str(tmp),
-            "SIFT_BATCH_FETCH": "tests.fetchers.scripted",
+            "SIFT_TEST_FETCH_FUNC": "tests.fetchers.scripted",
             "SIFT_FETCH_ONLY_ALLOWED": "true",
             "PYTHONUNBUFFERED": "1",
             **env,

@@ -43,7 +43,7 @@ def test_a_mixed_job_ends_partial_with_each_result_and_the_429_retried_after_ret
     deployment = Deployment(
         tmp_path,
         {
-            "SIFT_BATCH_FETCH": "batch.adapter.fetch_target",
+            "SIFT_TEST_FETCH_FUNC": "",  # the fetch pipeline, as in production
             "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.0/8",
             "SIFT_BATCH_RETRY_WAIT": "0.5s",
         },

@@ -112,6 +112,7 @@ def test_check_deploy_passes_with_production_settings():
         SECRET_KEY="x" * 20 + "a-long-random-production-secret-key-0123456789",
         ALLOWED_HOSTS="sift.example.org", SECURE_SSL_REDIRECT="true", SECURE_HSTS_SECONDS="31536000",
         SECURE_HSTS_INCLUDE_SUBDOMAINS="true", SECURE_HSTS_PRELOAD="true",
+        SIFT_METRICS_TOKEN="a-scrape-token-for-prometheus",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
 

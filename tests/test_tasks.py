@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
-from batch import queue, tasks
+from batch import tasks, wakeups
 from batch.models import BatchJob
 
 from .factories import submit
@@ -15,7 +15,7 @@ from .factories import submit
 
 def test_migrations_schedule_sweep_evict_and_a_drain_safety_net(db):
     schedules = dict(Schedule.objects.values_list("func", "minutes"))
-    assert schedules == {"batch.tasks.sweep_and_evict": 5, "batch.tasks.drain_targets": 1}
+    assert schedules == {"batch.tasks.sweep_and_evict": 5, "batch.tasks.wake_stranded_work": 1}
     assert set(Schedule.objects.values_list("repeats", flat=True)) == {-1}
 
 
@@ -43,5 +43,5 @@ def test_a_submit_queues_one_drain_per_worker_unless_one_is_waiting(
     with django_capture_on_commit_callbacks(execute=True):
         client.post("/v1/batch", {"targets": ["https://example.org/b"]})
     assert OrmQ.objects.count() == 2
-    queue.wake_workers(force=True)
+    wakeups.ensure_workers(wakeups.Wake.HAND_OVER)
     assert OrmQ.objects.count() == 3

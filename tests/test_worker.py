@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from batch import runner, worker
+from batch import runner, wakeups, worker
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 
 from . import fetchers
@@ -206,7 +206,7 @@ def test_nothing_is_claimed_from_a_cancelled_job(agent):
     job = scripted_job(caller, "a=1")
     runner.cancel(job)
     assert worker.claim_next_target() is None
-    assert not worker.has_unfinished_work()
+    assert not wakeups.has_unfinished_work()
     assert BatchTarget.objects.get().status == "pending"
 
 

@@ -20,12 +20,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import Field, Sum
+from django.db.models import Field
 from django.utils import timezone
 
 from batch.fetch import headers
 from batch.fetch.client import Download
 from batch.fetch.models import CachedDocument
+from capacity.eviction import oldest_over_budget
 
 FLEET_PARTITION = "fleet"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -130,15 +131,10 @@ def _row(url: str, download: Download) -> dict[str, object]:
 def evict_over_budget(max_bytes: int | None = None) -> int:
     """Delete the oldest copies until the cache fits its budget; return how many went."""
     budget = settings.SIFT_CACHE_MAX_BYTES if max_bytes is None else max_bytes
-    excess = (CachedDocument.objects.aggregate(total=Sum("n_bytes"))["total"] or 0) - budget
-    if excess <= 0:
+    documents = CachedDocument.objects.all()
+    victims = oldest_over_budget(documents, documents.order_by("fetched_at"), budget)
+    if not victims:
         return 0
-    victims = []
-    for pk, n_bytes in CachedDocument.objects.order_by("fetched_at").values_list("pk", "n_bytes").iterator():
-        if excess <= 0:
-            break
-        victims.append(pk)
-        excess -= n_bytes
     deleted, _ = CachedDocument.objects.filter(pk__in=victims).delete()
     return deleted
 

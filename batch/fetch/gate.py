@@ -1,8 +1,11 @@
-"""The fetch gate (SPEC §5.5): at most ``FETCH_SLOTS`` upstream fetches in flight, deployment-wide.
+"""The fetch gate: at most ``SIFT_FETCH_SLOTS`` upstream fetches in flight, deployment-wide.
 
 Slots are rows, so web workers and cluster workers in any number of processes share them. A
 fetch waits up to ``GATE_WAIT_SECONDS`` for a free row, then fails busy. A slot's lease outlasts
 one download; a process that dies holding one leaves it to expire, and then it is free again.
+The rows are taken and released as the worker slots of batch jobs are (``capacity.slots``), and
+made on demand for the configured count, so raising ``SIFT_FETCH_SLOTS`` needs no migration.
+See docs/fetch-pipeline.md.
 """
 
 from __future__ import annotations
@@ -15,16 +18,17 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from batch.fetch.errors import FetchError
+from batch.fetch.limits import GATE_WAIT_SECONDS
 from batch.fetch.models import FetchSlot
 from batch.fetch.outcomes import Outcome, RetryAfter
+from capacity.slots import SlotTable
 
-GATE_WAIT_SECONDS = 5.0
 POLL_SECONDS = 0.05
 LEASE_MARGIN_SECONDS = 5.0
+FETCH_SLOTS = SlotTable(FetchSlot, holder="holder", empty="")
 
 
 def slot_lease() -> timedelta:
@@ -39,7 +43,7 @@ def fetch_slot() -> Iterator[int]:
     try:
         yield number
     finally:
-        FetchSlot.objects.filter(number=number, holder=token).update(holder="", lease_until=None)
+        FETCH_SLOTS.release(number, token)
 
 
 def _wait_for_slot(token: str) -> int:
@@ -61,19 +65,7 @@ def _wait_for_slot(token: str) -> int:
 def _try_take(token: str) -> int | None:
     now = timezone.now()
     with transaction.atomic():
-        free = (
-            FetchSlot.objects.select_for_update(skip_locked=True)
-            .filter(number__lt=settings.SIFT_FETCH_SLOTS)
-            .filter(Q(holder="") | Q(lease_until__lt=now))
-            .order_by("number")
-        )
-        slot = free.first()
-        if slot is None and FetchSlot.objects.count() < settings.SIFT_FETCH_SLOTS:
-            FetchSlot.objects.bulk_create(
-                [FetchSlot(number=n) for n in range(settings.SIFT_FETCH_SLOTS)], ignore_conflicts=True
-            )
-            slot = free.first()
-        if slot is None:
-            return None
-        FetchSlot.objects.filter(number=slot.number).update(holder=token, lease_until=now + slot_lease())
-    return slot.number
+        number = FETCH_SLOTS.take_free(settings.SIFT_FETCH_SLOTS, now)
+        if number is not None:
+            FETCH_SLOTS.hold(number, token, now + slot_lease())
+    return number

@@ -1,4 +1,4 @@
-"""The SSRF guard (docs/security.md): may this URL be fetched, and at which addresses?
+"""The SSRF guard: may this URL be fetched, and at which addresses? (docs/fetch-client.md)
 
 ``check_url`` resolves the host once and classifies every address it resolves to. The client then
 connects to those vetted addresses and never looks the name up again, so a DNS answer that
@@ -24,13 +24,13 @@ import idna
 from django.conf import settings
 
 from batch.fetch.errors import FetchError
+from batch.fetch.limits import MAX_URL_CHARS
 from batch.fetch.outcomes import Outcome
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
-MAX_URL_CHARS = 2048
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 # Characters left as they are in the request target: RFC 3986 reserved and unreserved, and ``%``
 # so that existing escapes survive. Everything else (non-ASCII, quotes, braces) is escaped.

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from urllib.parse import quote, urljoin
 
 from batch.fetch import charsets
+from batch.fetch.limits import MAX_LOCATION_CHARS
 
 # RFC 9110's optional whitespace, and the wider set WHATWG strips around a media type.
 _OWS = " \t"
@@ -30,7 +31,6 @@ MAX_MEDIA_TYPE = 127  # RFC 6838 caps a type or subtype name at 127; real ones a
 # etagc: "!" or "#" to "~", or obs-text (0x80-0xFF, which latin-1 text carries as U+0080-U+00FF).
 _ETAG = re.compile(r'(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"')
 MAX_ETAG = 256
-MAX_LOCATION = 4096
 _LOCATION_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f]")
 # The characters of a URL left as they are; anything else (non-ASCII bytes) is percent-encoded.
 _URL_SAFE = "".join(chr(code) for code in range(0x21, 0x7F))
@@ -194,7 +194,7 @@ def location(value: str | None, base: str) -> str | None:
     UTF-8 into the header); other whitespace or control characters, an over-long value, or a URL
     Python cannot split (``http://[::1``) make it absent.
     """
-    if value is None or len(value) > MAX_LOCATION:
+    if value is None or len(value) > MAX_LOCATION_CHARS:
         return None
     text = value.strip(_OWS)
     if not text or _LOCATION_FORBIDDEN.search(text):

@@ -17,16 +17,13 @@ from django.utils import timezone
 from batch.fetch import cache, client, gate, headers, metrics, sandbox
 from batch.fetch.errors import FetchError
 from batch.fetch.extract import extract
+from batch.fetch.limits import EXTRACT_GRACE_SECONDS
 from batch.fetch.models import CachedDocument
 from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import Target
 
 # Failures after which `recover: true` serves the last copy.
 RECOVERABLE = frozenset({Outcome.TIMEOUT, Outcome.UPSTREAM_5XX})
-# Extraction ends by the fetch deadline counted from the start of the request, or this long after
-# the download, whichever is later: a download that used the whole deadline still leaves the
-# parsers a few seconds, and a hostile document never holds the answer much past the deadline.
-EXTRACT_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)

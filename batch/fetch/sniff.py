@@ -106,8 +106,8 @@ UNSUPPORTED_HINT = "sift reads HTML, PDF, JSON and text; look for an HTML or PDF
 
 
 def media_type(declared_type: str) -> str:
-    """``"Text/HTML; charset=UTF-8"`` → ``"text/html"``."""
-    return declared_type.split(";", 1)[0].strip().lower()
+    """``"Text/HTML; charset=UTF-8"`` → ``"text/html"``; ``""`` when malformed (``headers.content_type``)."""
+    return headers.content_type(declared_type)[0]
 
 
 def declared_charset(declared_type: str) -> str | None:

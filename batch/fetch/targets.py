@@ -15,9 +15,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import re2
 
+from batch.fetch.limits import MAX_URL_CHARS
 from batch.fetch.sandbox_child import compile_jq
 
-MAX_URL_CHARS = 2048
 MAX_PATTERN_CHARS = 1000
 MAX_JQ_CHARS = 4000
 MAX_QUESTION_CHARS = 2000

@@ -1,18 +1,18 @@
 from django.db import migrations
 
 SCHEDULES = [
-    # Sweep and evict (SPEC §3.6) on a schedule, besides on every submit and stored result.
+    # Sweep and evict on a schedule, besides on every submit and stored result.
     ("sift: sweep and evict", "batch.tasks.sweep_and_evict", 5),
-    # A safety net: a drain is queued on every submit, and this one picks up work after a restart
-    # or a lost task.
-    ("sift: drain targets", "batch.tasks.drain_targets", 1),
+    # A safety net (batch/wakeups.py): drains are queued on every submit and when a worker process
+    # starts; this one queues them for work stranded any other way, such as a lost task.
+    ("sift: wake stranded work", "batch.tasks.wake_stranded_work", 1),
 ]
 
 
 def create_rows(apps, schema_editor):
-    # The single row every submit locks to serialise JOBS_TOTAL (SPEC §3.3).
+    # The single row every submit locks to serialise SIFT_BATCH_JOBS_TOTAL (docs/decisions.md).
     apps.get_model("batch", "SubmitLock").objects.get_or_create(pk=1)
-    # The two places a target can be fetched in; at most WORKERS of them are used (SPEC §3.4).
+    # The two places a target can be fetched in; at most WORKERS of them are used (docs/workers.md).
     for number in (0, 1):
         apps.get_model("batch", "WorkerSlot").objects.get_or_create(number=number)
     schedule = apps.get_model("django_q", "Schedule")

@@ -1,0 +1,164 @@
+"""Rules between settings, as Django system checks: ``manage.py check`` and every command that runs
+checks (``migrate``, ``run_cluster``, ``qcluster``, ``runserver``) report them at start-up.
+
+Each setting is read and typed in ``sift_site/settings.py``; what one setting requires of
+another is said here, with an id (``sift.E…`` errors stop the command, ``sift.W…`` warnings do
+not) and a hint naming the setting to change. Tests: ``tests/test_checks.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+
+from batch import worker
+from batch.fetch import limits
+
+
+def longest_fetch_seconds() -> float:
+    """How long one fetch of the pipeline may hold a claim: gate wait, fetch deadline, extraction grace."""
+    return limits.longest_fetch_seconds(float(settings.SIFT_FETCH_TIMEOUT))
+
+
+@register(Tags.compatibility)
+def claim_lease_outlasts_a_fetch(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A lease shorter than a fetch hands a target still being fetched to a second worker."""
+    if settings.SIFT_TEST_FETCH_FUNC:
+        return []  # a stand-in fetch takes as long as its test says; the rule is about the pipeline
+    lease, longest = settings.SIFT_BATCH_CLAIM_LEASE, longest_fetch_seconds()
+    if lease > longest:
+        return []
+    return [
+        Error(
+            f"SIFT_BATCH_CLAIM_LEASE ({lease:g}s) does not outlast one fetch "
+            f"({longest:g}s: gate wait, SIFT_FETCH_TIMEOUT, extraction grace)",
+            hint=f"Set SIFT_BATCH_CLAIM_LEASE above {longest:g}s, or unset it: the default is "
+            "2 x SIFT_FETCH_TIMEOUT + 30s.",
+            id="sift.E001",
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def drain_ends_before_the_task_timeout(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """django-q2 kills a task at ``timeout`` and hands it out again at ``retry``.
+
+    A drain claims its last target just before ``SIFT_BATCH_DRAIN_SECONDS`` and may hold it for a
+    whole lease; a timeout shorter than both kills a fetch, a retry not above the timeout runs a
+    task twice at once. Settings derive both; this holds them to it if ``Q_CLUSTER`` is edited.
+    """
+    timeout, retry = _cluster_seconds("timeout"), _cluster_seconds("retry")
+    needed = settings.SIFT_BATCH_DRAIN_SECONDS + settings.SIFT_BATCH_CLAIM_LEASE
+    messages: list[CheckMessage] = []
+    if timeout <= needed:
+        messages.append(
+            Error(
+                f"Q_CLUSTER['timeout'] ({timeout:g}s) would kill a drain before its last claim ends "
+                f"(SIFT_BATCH_DRAIN_SECONDS + SIFT_BATCH_CLAIM_LEASE = {needed:g}s)",
+                hint="Lower SIFT_BATCH_DRAIN_SECONDS, or leave Q_CLUSTER's timeout as settings derive it.",
+                id="sift.E002",
+            )
+        )
+    if retry <= timeout:
+        messages.append(
+            Error(
+                f"Q_CLUSTER['retry'] ({retry:g}s) is not above its timeout ({timeout:g}s): "
+                "django-q2 would hand a running drain to a second worker",
+                hint="Leave Q_CLUSTER's retry as settings derive it (timeout + 60s).",
+                id="sift.E003",
+            )
+        )
+    return messages
+
+
+def _cluster_seconds(key: str) -> float:
+    value = settings.Q_CLUSTER.get(key)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+@register(Tags.security)
+def fetch_override_names_a_test_module(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    override = settings.SIFT_TEST_FETCH_FUNC
+    if not override or worker.allowed_test_fetch(override):
+        return []
+    return [
+        Error(
+            f"SIFT_TEST_FETCH_FUNC={override!r}: {worker.TEST_FETCH_FUNC_RULE}",
+            hint="Unset SIFT_TEST_FETCH_FUNC: in production the fetch pipeline does the work.",
+            id="sift.E004",
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def waits_per_caller_within_the_total(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    per_caller, total = settings.SIFT_BATCH_WAITS_PER_CALLER, settings.SIFT_BATCH_WAITS_TOTAL
+    if per_caller <= total:
+        return []
+    return [
+        Warning(
+            f"SIFT_BATCH_WAITS_PER_CALLER ({per_caller}) is above SIFT_BATCH_WAITS_TOTAL ({total}): "
+            "one caller can hold every waiting request",
+            hint="Set SIFT_BATCH_WAITS_PER_CALLER at most SIFT_BATCH_WAITS_TOTAL (defaults: 2 and 4).",
+            id="sift.W001",
+        )
+    ]
+
+
+@register(Tags.security)
+def only_allowed_has_networks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    if not settings.SIFT_FETCH_ONLY_ALLOWED or settings.SIFT_FETCH_ALLOW_CIDRS:
+        return []
+    return [
+        Warning(
+            "SIFT_FETCH_ONLY_ALLOWED is on and SIFT_FETCH_ALLOW_CIDRS is empty: every fetch is refused",
+            hint="Set SIFT_FETCH_ALLOW_CIDRS to the networks sift may fetch from, or turn "
+            "SIFT_FETCH_ONLY_ALLOWED off.",
+            id="sift.W002",
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def connect_timeout_within_the_fetch_timeout(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    connect, total = settings.SIFT_FETCH_CONNECT_TIMEOUT, settings.SIFT_FETCH_TIMEOUT
+    if connect <= total:
+        return []
+    return [
+        Warning(
+            f"SIFT_FETCH_CONNECT_TIMEOUT ({connect:g}s) is above SIFT_FETCH_TIMEOUT ({total:g}s), "
+            "which ends every fetch first",
+            hint="Set SIFT_FETCH_CONNECT_TIMEOUT below SIFT_FETCH_TIMEOUT (defaults: 10s and 30s).",
+            id="sift.W003",
+        )
+    ]
+
+
+@register(Tags.compatibility)
+def retry_wait_within_retry_for(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    wait, give_up = settings.SIFT_BATCH_RETRY_WAIT, settings.SIFT_BATCH_RETRY_FOR
+    if wait <= give_up:
+        return []
+    return [
+        Warning(
+            f"SIFT_BATCH_RETRY_WAIT ({wait:g}s) is above SIFT_BATCH_RETRY_FOR ({give_up:g}s): "
+            "a busy target fails at its second busy answer",
+            hint="Set SIFT_BATCH_RETRY_WAIT below SIFT_BATCH_RETRY_FOR (defaults: 2s and 10m).",
+            id="sift.W004",
+        )
+    ]
+
+
+@register(Tags.security, deploy=True)
+def metrics_need_a_token(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    if settings.SIFT_METRICS_TOKEN:
+        return []
+    return [
+        Warning(
+            "SIFT_METRICS_TOKEN is unset: anyone who reaches /metrics reads the service's counters",
+            hint="Set SIFT_METRICS_TOKEN (16+ characters) and have Prometheus send it as a bearer token.",
+            id="sift.W005",
+        )
+    ]

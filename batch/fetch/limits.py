@@ -1,0 +1,23 @@
+"""Limits of the fetch pipeline, defined once: URL lengths (read by the API's validation, its
+OpenAPI schema, the guard and the client's redirects) and the waits that make up the longest
+fetch (read by the gate, the pipeline and the settings checks) (docs/fetch-client.md)."""
+
+from __future__ import annotations
+
+# The longest URL sift accepts from a caller, or fetches: a target, a redirect's resolved URL.
+MAX_URL_CHARS = 2048
+# The longest ``Location`` value a redirect may send. Longer than a URL: resolving a relative
+# reference (dot segments) can shorten it, and the resolved URL meets MAX_URL_CHARS in the guard.
+MAX_LOCATION_CHARS = 2 * MAX_URL_CHARS
+
+# How long a fetch waits for a free gate slot before it answers busy.
+GATE_WAIT_SECONDS = 5.0
+# Extraction ends by the fetch deadline counted from the start of the request, or this long after
+# the download, whichever is later: a download that used the whole deadline still leaves the
+# parsers a few seconds, and a hostile document never holds the answer much past the deadline.
+EXTRACT_GRACE_SECONDS = 5.0
+
+
+def longest_fetch_seconds(fetch_timeout: float) -> float:
+    """The longest one fetch may take: the gate wait, the download deadline, then extraction."""
+    return GATE_WAIT_SECONDS + fetch_timeout + EXTRACT_GRACE_SECONDS

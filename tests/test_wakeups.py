@@ -1,0 +1,66 @@
+"""Who wakes the workers, and how many drains each reason queues (docs/workers.md)."""
+
+from __future__ import annotations
+
+import pytest
+from django_q.models import OrmQ
+
+from batch import heartbeat, tasks, wakeups
+from batch.wakeups import Wake
+
+
+@pytest.fixture
+def two_workers(settings):
+    settings.SIFT_BATCH_WORKERS = 2
+
+
+@pytest.fixture
+def stranded_work(agent) -> None:
+    """A job whose targets wait; in a ``db`` test its submit's wake-up never runs."""
+    _, client = agent
+    assert client.post("/v1/batch", {"targets": ["https://example.org/"]}).status_code == 202
+    assert not OrmQ.objects.exists()
+
+
+def test_a_submit_queues_one_drain_per_worker(db, two_workers):
+    assert wakeups.ensure_workers(Wake.SUBMIT) == 2
+    assert OrmQ.objects.count() == 2
+
+
+def test_no_reason_but_a_hand_over_queues_a_drain_while_one_is_waiting(stranded_work, two_workers):
+    wakeups.ensure_workers(Wake.SUBMIT)
+    for reason in (Wake.SUBMIT, Wake.PARTNER, Wake.PROCESS_START, Wake.SCHEDULE):
+        assert wakeups.ensure_workers(reason) == 0
+    assert wakeups.ensure_workers(Wake.HAND_OVER) == 1
+    assert OrmQ.objects.count() == 3
+
+
+def test_a_single_worker_has_no_partner_to_wake(db, settings):
+    settings.SIFT_BATCH_WORKERS = 1
+    assert wakeups.ensure_workers(Wake.PARTNER) == 0
+    assert wakeups.ensure_workers(Wake.SUBMIT) == 1
+
+
+def test_a_drain_that_finished_the_work_hands_over_to_nobody(db):
+    assert wakeups.ensure_workers(Wake.HAND_OVER) == 0
+    assert not OrmQ.objects.exists()
+
+
+@pytest.mark.parametrize("reason", [Wake.PROCESS_START, Wake.SCHEDULE])
+def test_a_process_start_or_the_schedule_wakes_workers_only_for_stranded_work(db, two_workers, reason):
+    assert wakeups.ensure_workers(reason) == 0
+
+
+@pytest.mark.parametrize("reason", [Wake.PROCESS_START, Wake.SCHEDULE])
+def test_stranded_work_gets_one_drain_per_worker(stranded_work, two_workers, reason):
+    assert wakeups.ensure_workers(reason) == 2
+
+
+def test_the_schedule_task_wakes_stranded_work(stranded_work, two_workers):
+    assert tasks.wake_stranded_work() == 2
+    assert OrmQ.objects.count() == 2
+
+
+def test_a_heartbeat_only_beats(stranded_work):
+    heartbeat.beat("host:1")
+    assert not OrmQ.objects.exists()
