@@ -1,0 +1,122 @@
+"""The browser side of rendering, run as a child with an empty environment (docs/rendering.md).
+
+It imports nothing of sift and no Django: the parent starts it as a plain script with ``-I``, so
+Playwright's driver and Chromium inherit only what the parent gave this process. Every request
+the page makes is routed here and handed to the parent over stdout; the parent fetches it with
+sift's guarded client and answers over stdin. This process never opens a connection itself.
+
+Protocol, one JSON object per line. Parent → child: the job ``{"chromium", "url", "body",
+"content_type", "timeout_ms"}``, then answers ``{"status", "content_type", "body"}`` or
+``{"refused": reason}``. Child → parent: ``{"fetch": url}``, then ``{"html": ...}`` or
+``{"failed": reason}``. Bodies are base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from typing import Any
+
+from playwright.sync_api import Error, Route, WebSocketRoute, sync_playwright
+
+# Fail closed: a request that escaped interception goes to a proxy on a closed port, and
+# loopback is not exempt from it (Chromium bypasses the proxy for loopback by default).
+LAUNCH_ARGS = [
+    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-domain-reliability",
+    "--disable-sync",
+    "--no-pings",
+    "--dns-prefetch-disable",
+    "--disable-features=NetworkPrediction,InterestFeedContentSuggestions,MediaRouter,"
+    "OptimizationHints,DialMediaRouteProvider",
+    "--js-flags=--max-old-space-size=256",
+    "--disable-dev-shm-usage",
+]
+# Skipped for speed: they never change the text.
+SKIPPED_TYPES = frozenset({"image", "media", "font"})
+
+
+def send(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def receive() -> dict[str, Any]:
+    line = sys.stdin.readline()
+    if not line:
+        raise SystemExit(0)
+    answer: dict[str, Any] = json.loads(line)
+    return answer
+
+
+def render(job: dict[str, Any]) -> str:
+    document = base64.b64decode(job["body"])
+    served = False
+
+    def handle(route: Route) -> None:
+        nonlocal served
+        request = route.request
+        if not served and request.url == job["url"] and request.is_navigation_request():
+            served = True
+            route.fulfill(status=200, content_type=job["content_type"], body=document)
+            return
+        if request.method != "GET" or request.resource_type in SKIPPED_TYPES:
+            route.abort("blockedbyclient")
+            return
+        send({"fetch": request.url})
+        answer = receive()
+        if "refused" in answer:
+            route.abort("blockedbyclient")
+            return
+        route.fulfill(
+            status=answer["status"],
+            content_type=answer["content_type"],
+            body=base64.b64decode(answer["body"]),
+        )
+
+    def refuse_socket(socket: WebSocketRoute) -> None:
+        # Never connect_to_server: the socket ends here without a connection anywhere.
+        socket.close(code=1008, reason="sift refuses WebSockets")
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=job["chromium"], args=LAUNCH_ARGS, env={}, headless=True
+        )
+        context = browser.new_context(
+            service_workers="block", accept_downloads=False, permissions=[], java_script_enabled=True
+        )
+        context.route("**/*", handle)
+        context.route_web_socket("**/*", refuse_socket)
+        page = context.new_page()
+        # Popups are closed as they open; the page they came from goes on.
+        context.on("page", lambda popup: popup.close() if popup != page else None)
+        page.on("dialog", lambda dialog: dialog.dismiss())
+        page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"])
+        try:
+            page.wait_for_load_state("networkidle", timeout=min(2000, job["timeout_ms"]))
+        except Error:
+            pass  # a page that keeps polling is read as it is now
+        html = page.content()
+        browser.close()
+        return html
+
+
+def main() -> None:
+    job = receive()
+    try:
+        html = render(job)
+    except Error as exc:
+        send({"failed": str(exc).splitlines()[0] if str(exc) else "the browser failed"})
+        return
+    send({"html": html})
+
+
+if __name__ == "__main__":
+    main()
