@@ -1,9 +1,9 @@
 """Rendering (docs/rendering.md): a page's scripts run in headless Chromium, every request of the
 page fetched by sift's guarded client.
 
-The browser runs in a child process (``render_child.py``) started with an empty environment in
-a session of its own, so Playwright's driver and Chromium never see sift's secrets, and the whole
-tree can be killed at once. This side answers the child's requests with ``client.download``,
+The browser runs in a child process (``render_child.py``) started with an empty environment, so
+Playwright's driver and Chromium never see sift's secrets; the child and all its descendants are
+killed when the render ends, however it ends. This side answers the child's requests with ``client.download``,
 enforces the render's deadline and watches the tree's resident memory.
 """
 
@@ -39,7 +39,6 @@ CHILD = Path(__file__).with_name("render_child.py")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 SLOT_WAIT_SECONDS = 5.0
 POLL_SECONDS = 0.25
-_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 # The pids of the render children running now, so a test can find the browser to kill.
 running: set[int] = set()
 
@@ -107,7 +106,7 @@ def _try_take(token: str) -> int | None:
 def render(document: client.Download) -> str:
     """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died."""
     deadline = time.monotonic() + float(settings.SIFT_RENDER_TIMEOUT)
-    child = subprocess.Popen(
+    child = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
         [sys.executable, "-I", str(CHILD)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -118,7 +117,7 @@ def render(document: client.Download) -> str:
     )
     running.add(child.pid)
     try:
-        assert child.stdin is not None and child.stdout is not None
+        assert child.stdin is not None
         _send(
             child.stdin,
             {
@@ -136,11 +135,13 @@ def render(document: client.Download) -> str:
 
 
 def _converse(child: subprocess.Popen[bytes], deadline: float) -> str:
-    assert child.stdin is not None and child.stdout is not None
+    assert child.stdin is not None
     while True:
         message = _next_message(child, deadline)
         if "html" in message:
             return str(message["html"])
+        if message.get("page_crashed"):
+            raise _out_of_memory("the page's tab crashed, out of its script heap")
         if "failed" in message:
             raise RenderCrashed(str(message["failed"]))
         _send(child.stdin, _answer(str(message.get("fetch", "")), deadline))
@@ -157,11 +158,7 @@ def _next_message(child: subprocess.Popen[bytes], deadline: float) -> dict[str, 
                 "The page's scripts run too long; fetch it without render, or retry later.",
             )
         if _tree_rss(child.pid) > settings.SIFT_RENDER_MAX_MEMORY:
-            raise FetchError(
-                Outcome.FILTER_TIMEOUT,
-                "the page's scripts used more memory than a render may",
-                "Fetch the page without render.",
-            )
+            raise _out_of_memory("the browser held more memory than a render may")
         ready, _, _ = select.select([child.stdout], [], [], min(POLL_SECONDS, remaining))
         if ready:
             line = child.stdout.readline()
@@ -169,6 +166,14 @@ def _next_message(child: subprocess.Popen[bytes], deadline: float) -> dict[str, 
                 raise RenderCrashed("the browser process ended without an answer")
             message: dict[str, Any] = json.loads(line)
             return message
+
+
+def _out_of_memory(what: str) -> FetchError:
+    return FetchError(
+        Outcome.FILTER_TIMEOUT,
+        f"{what}: the page's scripts allocate without end",
+        "Fetch the page without render; its text may need no scripts.",
+    )
 
 
 def _answer(url: str, deadline: float) -> dict[str, Any]:
@@ -202,32 +207,44 @@ def _send(pipe: IO[bytes], message: dict[str, Any]) -> None:
         raise RenderCrashed("the browser process went away") from None
 
 
-def _session_pids(session: int) -> list[int]:
-    pids = []
+def _tree_pids(root: int) -> set[int]:
+    """``root`` and its descendants. Not its session: Playwright starts Chromium in one of its own."""
+    parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            if os.getsid(int(entry)) == session:
-                pids.append(int(entry))
+            stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-    return pids
+        # The command name may hold spaces and parentheses; the fields after its last ")" do not.
+        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree = {root}
+    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
+        tree |= grown
+    return tree
 
 
-def _tree_rss(session: int) -> int:
-    """Resident bytes of every process of the render child's session: the browser's whole tree."""
+def _tree_rss(root: int) -> int:
+    """Memory of the render child and its descendants: the driver and the browser's tree.
+
+    Proportional set sizes, so the pages Chromium's processes share are counted once in all.
+    """
     total = 0
-    for pid in _session_pids(session):
+    for pid in _tree_pids(root):
         try:
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE_SIZE
-        except (OSError, IndexError, ValueError):
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
             continue
+        for line in rollup.splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1]) * 1024
+                break
     return total
 
 
 def _kill_tree(child: subprocess.Popen[bytes]) -> None:
-    for pid in _session_pids(child.pid):
+    for pid in _tree_pids(child.pid):
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:

@@ -8,12 +8,13 @@ sift's guarded client and answers over stdin. This process never opens a connect
 Protocol, one JSON object per line. Parent → child: the job ``{"chromium", "url", "body",
 "content_type", "timeout_ms"}``, then answers ``{"status", "content_type", "body"}`` or
 ``{"refused": reason}``. Child → parent: ``{"fetch": url}``, then ``{"html": ...}`` or
-``{"failed": reason}``. Bodies are base64.
+``{"failed": reason, "page_crashed": bool}``. Bodies are base64.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import sys
 from typing import Any
@@ -56,9 +57,13 @@ def receive() -> dict[str, Any]:
     return answer
 
 
+crashed: list[bool] = []
+
+
 def render(job: dict[str, Any]) -> str:
     document = base64.b64decode(job["body"])
     served = False
+    crashed.clear()
 
     def handle(route: Route) -> None:
         nonlocal served
@@ -98,11 +103,12 @@ def render(job: dict[str, Any]) -> str:
         # Popups are closed as they open; the page they came from goes on.
         context.on("page", lambda popup: popup.close() if popup != page else None)
         page.on("dialog", lambda dialog: dialog.dismiss())
+        # The tab dies alone when the page outgrows its V8 heap (--max-old-space-size): the page's
+        # own doing, unlike a browser that went away.
+        page.on("crash", lambda _: crashed.append(True))
         page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"])
-        try:
+        with contextlib.suppress(Error):  # a page that keeps polling is read as it is now
             page.wait_for_load_state("networkidle", timeout=min(2000, job["timeout_ms"]))
-        except Error:
-            pass  # a page that keeps polling is read as it is now
         html = page.content()
         browser.close()
         return html
@@ -113,7 +119,8 @@ def main() -> None:
     try:
         html = render(job)
     except Error as exc:
-        send({"failed": str(exc).splitlines()[0] if str(exc) else "the browser failed"})
+        reason = str(exc).splitlines()[0] if str(exc) else "the browser failed"
+        send({"failed": reason, "page_crashed": bool(crashed)})
         return
     send({"html": html})
 

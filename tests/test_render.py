@@ -1,0 +1,210 @@
+"""``render: true``: a page's scripts run in Debian's Chromium, and every request of the page goes
+through sift's guard (docs/rendering.md)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from werkzeug import Request, Response
+
+from batch.fetch import render
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not CHROMIUM.exists() and os.environ.get("CI") != "true",
+        reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium",
+    ),
+]
+ONLY_127_0_0_1 = (ipaddress.ip_network("127.0.0.1/32"),)
+ARTICLE_TEXT = (
+    "Neap tides come a week after the spring tides, when the Sun and the Moon pull at right angles."
+)
+SCRIPTED_PAGE = """<!doctype html><html lang="en"><head><title>Tides</title></head><body>
+<main><article id="story"><h1>Tides</h1><p>Loading…</p></article></main>
+<script>
+fetch("/story.json").then(r => r.json()).then(story => {
+  const article = document.getElementById("story");
+  for (const text of story.paragraphs) {
+    const p = document.createElement("p"); p.textContent = text; article.appendChild(p);
+  }
+});
+</script></body></html>"""
+STORY = {"paragraphs": [ARTICLE_TEXT, "Their range is the smallest of the month, and harbours plan by it."]}
+
+
+@pytest.fixture
+def render_settings(settings) -> None:
+    settings.SIFT_FETCH_ALLOW_CIDRS = ONLY_127_0_0_1
+    settings.SIFT_RENDER_TIMEOUT = 10
+    settings.SIFT_CACHE_TTL = 900
+
+
+def _fetch(client, **params):
+    return client.get("/v1/fetch", **params)
+
+
+def test_text_written_by_a_script_appears_with_render_and_not_without(agent, httpserver, render_settings):
+    _, client = agent
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+    url = httpserver.url_for("/tides")
+
+    plain = _fetch(client, url=url)
+    rendered = _fetch(client, url=url, render="true")
+
+    assert plain.status_code == 200, plain.content
+    assert ARTICLE_TEXT not in plain.json()["content"]
+    assert not plain.json().get("rendered")
+    assert rendered.status_code == 200, rendered.content
+    assert ARTICLE_TEXT in rendered.json()["content"]
+    assert rendered.json()["rendered"] is True
+
+
+class ConnectionRecorder:
+    """A TCP listener on 127.0.0.2 that only counts the connections it is offered."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.2", 0))
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.sock.settimeout(0.2)
+        self.running = True
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def blocked_server() -> Iterator[ConnectionRecorder]:
+    recorder = ConnectionRecorder()
+    yield recorder
+    recorder.close()
+
+
+def test_requests_to_a_blocked_address_never_reach_it_and_the_render_succeeds(
+    agent, httpserver, render_settings, blocked_server
+):
+    _, client = agent
+    elsewhere = f"127.0.0.2:{blocked_server.port}"
+    page = f"""<!doctype html><html><head><title>Probe</title>
+<link rel="stylesheet" href="http://{elsewhere}/style.css"></head><body>
+<main><article><h1>Probe</h1>
+<p id="out">The harbour master posts the tide table every Monday.</p></article></main>
+<iframe src="http://{elsewhere}/frame"></iframe>
+<img src="http://{elsewhere}/pixel.png">
+<script src="http://{elsewhere}/script.js"></script>
+<script>
+fetch("http://{elsewhere}/exfiltrate").catch(() => {{}});
+navigator.sendBeacon && navigator.sendBeacon("http://{elsewhere}/beacon", "x");
+try {{ new WebSocket("ws://{elsewhere}/socket"); }} catch (e) {{}}
+const ice = {{iceServers: [{{urls: "stun:{elsewhere}"}}]}};
+const pc = window.RTCPeerConnection ? new RTCPeerConnection(ice) : null;
+if (pc) {{ pc.createDataChannel("x"); pc.createOffer().then(o => pc.setLocalDescription(o)); }}
+window.open("http://{elsewhere}/popup");
+document.getElementById("out").textContent += " Rendered by its script.";
+</script></body></html>"""
+    httpserver.expect_request("/probe").respond_with_data(page, content_type="text/html")
+
+    response = _fetch(client, url=httpserver.url_for("/probe"), render="true")
+    time.sleep(1)  # anything the browser sent late would have arrived by now
+
+    assert response.status_code == 200, response.content
+    assert "Rendered by its script." in response.json()["content"]
+    assert blocked_server.connections == 0
+
+
+def test_an_endless_script_times_out_within_the_render_timeout_and_the_next_render_works(
+    agent, httpserver, render_settings, settings
+):
+    _, client = agent
+    settings.SIFT_RENDER_TIMEOUT = 4
+    httpserver.expect_request("/spin").respond_with_data(
+        "<html><body><p>spin</p><script>while (true) {}</script></body></html>", content_type="text/html"
+    )
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+
+    started = time.monotonic()
+    spun = _fetch(client, url=httpserver.url_for("/spin"), render="true")
+    took = time.monotonic() - started
+    after = _fetch(client, url=httpserver.url_for("/tides"), render="true")
+
+    assert spun.status_code == 504, spun.content
+    assert spun.json()["code"] == "timeout"
+    assert took < 4 + 2 + 3  # the render timeout, its 2 s margin, and the plain fetch before it
+    assert after.status_code == 200, after.content
+    assert ARTICLE_TEXT in after.json()["content"]
+
+
+def test_a_page_that_allocates_without_end_ends_filter_timeout(agent, httpserver, render_settings, settings):
+    _, client = agent
+    settings.SIFT_RENDER_TIMEOUT = 30
+    hog = (
+        "<html><body><script>const a = [];"
+        " while (true) { a.push(new Array(1e6).fill(Math.random())); }</script></body></html>"
+    )
+    httpserver.expect_request("/hog").respond_with_data(hog, content_type="text/html")
+
+    response = _fetch(client, url=httpserver.url_for("/hog"), render="true")
+
+    assert response.status_code == 422, response.content
+    assert response.json()["code"] == "filter_timeout"
+
+
+def _browser_pids() -> list[int]:
+    """Chromium processes started by this process's render children."""
+    pids = []
+    for child in list(render.running):
+        for pid in render._tree_pids(child):
+            try:
+                if "chromium" in Path(f"/proc/{pid}/comm").read_text():
+                    pids.append(pid)
+            except OSError:
+                continue
+    return pids
+
+
+def test_a_browser_killed_mid_render_is_retried_and_the_next_render_succeeds(
+    agent, httpserver, render_settings
+):
+    _, client = agent
+    killed: list[int] = []
+
+    def story(request: Request) -> Response:
+        if not killed:
+            killed.extend(_browser_pids())
+            for pid in killed:
+                os.kill(pid, 9)
+        return Response(__import__("json").dumps(STORY), content_type="application/json")
+
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_handler(story)
+
+    first = _fetch(client, url=httpserver.url_for("/tides"), render="true")
+
+    assert killed, "the test found no browser to kill"
+    assert first.status_code == 200, first.content
+    assert ARTICLE_TEXT in first.json()["content"]
