@@ -4,17 +4,24 @@ through sift's guard (docs/rendering.md)."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from werkzeug import Request, Response
 
+from batch import runner
+from batch.api.validation import validate_targets
 from batch.fetch import render
+from batch.models import BatchJob
+
+from .deployment import Deployment, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -198,7 +205,7 @@ def test_a_browser_killed_mid_render_is_retried_and_the_next_render_succeeds(
             killed.extend(_browser_pids())
             for pid in killed:
                 os.kill(pid, 9)
-        return Response(__import__("json").dumps(STORY), content_type="application/json")
+        return Response(json.dumps(STORY), content_type="application/json")
 
     httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
     httpserver.expect_request("/story.json").respond_with_handler(story)
@@ -208,3 +215,79 @@ def test_a_browser_killed_mid_render_is_retried_and_the_next_render_succeeds(
     assert killed, "the test found no browser to kill"
     assert first.status_code == 200, first.content
     assert ARTICLE_TEXT in first.json()["content"]
+
+
+class CountingUpstream(ThreadingHTTPServer):
+    """Serves the scripted page; its story answers slowly and counts how many are asked at once.
+
+    A story is asked only by a browser rendering the page, so that count is the renders at once.
+    """
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _CountingHandler)
+        self.lock = threading.Lock()
+        self.inflight = 0
+        self.most = 0
+        self.stories = 0
+
+
+class _CountingHandler(BaseHTTPRequestHandler):
+    server: CountingUpstream
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/story.json"):
+            with self.server.lock:
+                self.server.inflight += 1
+                self.server.stories += 1
+                self.server.most = max(self.server.most, self.server.inflight)
+            time.sleep(1.5)
+            with self.server.lock:
+                self.server.inflight -= 1
+            body, content_type = json.dumps(STORY).encode(), "application/json"
+        else:
+            body, content_type = SCRIPTED_PAGE.encode(), "text/html"
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.cluster
+def test_a_batch_of_six_renders_on_two_workers_never_renders_more_than_render_slots_at_once(tmp_path, agent):
+    caller, _ = agent
+    upstream = CountingUpstream()
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    port = upstream.server_address[1]
+    deployment = Deployment(
+        tmp_path,
+        {
+            "SIFT_BATCH_FETCH": "batch.adapter.fetch_target",
+            "SIFT_BATCH_WORKERS": "2",
+            "SIFT_RENDER_SLOTS": "1",
+            "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.1/32",
+            "SIFT_BATCH_RETRY_WAIT": "0.5s",
+        },
+    )
+    deployment.start_cluster()
+    try:
+        targets = [
+            {"url": f"http://127.0.0.1:{port}/tides?n={n}", "options": {"render": True}} for n in range(6)
+        ]
+        job = runner.submit(caller, validate_targets(targets)).job
+        wait_for(lambda: not BatchJob.objects.get(pk=job.pk).is_live, timeout=180, what="the job to finish")
+    finally:
+        deployment.stop_all()
+        upstream.shutdown()
+        upstream.server_close()
+    job.refresh_from_db()
+    assert (job.status, job.targets_done) == ("done", 6), deployment.log("cluster")[-3000:]
+    assert all(ARTICLE_TEXT in target.result["content"] for target in job.targets.all())
+    assert all(target.result["meta"]["rendered"] for target in job.targets.all())
+    assert upstream.stories >= 6
+    assert upstream.most == 1
