@@ -17,7 +17,7 @@ from .factories import ApiClient, MakeCaller
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Under CI=true the browser tests must run: a missing Chromium fails the suite, not skips it."""
     if os.environ.get("CI") == "true" and not os.access(Path("/usr/bin/chromium"), os.X_OK):
-        pytest.exit("CI=true but /usr/bin/chromium is missing: apt-get update && apt-get install -y chromium", 1)
+        pytest.exit("CI=true but /usr/bin/chromium is missing: apt-get install -y chromium", 1)
 
 
 @pytest.fixture(autouse=True, scope="session")
