@@ -19,6 +19,8 @@ from werkzeug import Request, Response
 from batch import runner
 from batch.api.validation import validate_targets
 from batch.fetch import render
+from batch.fetch.targets import TargetOptions, parse_target
+from batch.mcp.tools import OPTION_PROPERTIES
 from batch.models import BatchJob
 
 from .deployment import Deployment, wait_for
@@ -291,3 +293,63 @@ def test_a_batch_of_six_renders_on_two_workers_never_renders_more_than_render_sl
     assert all(target.result["meta"]["rendered"] for target in job.targets.all())
     assert upstream.stories >= 6
     assert upstream.most == 1
+
+
+def test_render_is_an_option_of_every_mode_and_its_default_leaves_the_canonical_form_unchanged() -> None:
+    for mode in ("markdown", "text", "raw"):
+        options = {"mode": mode, "grep": "tide", "question": "when?", "render": True}
+        target = parse_target({"url": "https://example.org/a", "options": options})
+        assert target.options.render is True
+        assert target.to_dict()["options"]["render"] is True
+    plain = parse_target({"url": "https://example.org/a", "options": {"render": False}})
+    assert plain.to_dict() == {"url": "https://example.org/a", "options": {}}
+    assert TargetOptions().to_dict() == {}
+
+
+def test_render_must_be_a_boolean(agent) -> None:
+    _, client = agent
+    response = client.post("/v1/fetch", {"url": "https://example.org/a", "options": {"render": "yes"}})
+    assert response.status_code == 400, response.content
+    assert response.json()["details"][0]["field"] == "options.render"
+
+
+def test_render_is_in_the_openapi_schema_and_the_mcp_fetch_tool(client) -> None:
+    document = client.get("/v1/openapi.json").json()
+    assert "render" in json.dumps(document["components"]["schemas"])
+    assert any(p["name"] == "render" for p in document["paths"]["/v1/fetch"]["get"]["parameters"])
+    assert OPTION_PROPERTIES["render"]["type"] == "boolean"
+
+
+def test_without_chromium_a_render_answers_415_unsupported_and_a_plain_fetch_still_works(
+    agent, httpserver, render_settings, settings, tmp_path
+):
+    _, client = agent
+    settings.SIFT_RENDER_CHROMIUM = str(tmp_path / "no-chromium")
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+
+    refused = _fetch(client, url=httpserver.url_for("/tides"), render="true")
+    plain = _fetch(client, url=httpserver.url_for("/tides"))
+
+    assert refused.status_code == 415, refused.content
+    assert refused.json()["code"] == "unsupported"
+    assert "rendering is not available here" in refused.json()["error"]
+    assert refused.json()["hint"]
+    assert plain.status_code == 200
+
+
+def test_rendered_copies_are_cached_apart_from_raw_ones(agent, httpserver, render_settings):
+    _, client = agent
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+    url = httpserver.url_for("/tides")
+
+    plain = _fetch(client, url=url)
+    rendered = _fetch(client, url=url, render="true")
+    rendered_again = _fetch(client, url=url, render="true")
+    plain_again = _fetch(client, url=url)
+
+    assert (plain.json()["cached"], rendered.json()["cached"]) == (False, False)
+    assert (rendered_again.json()["cached"], rendered_again.json()["rendered"]) == (True, True)
+    assert ARTICLE_TEXT in rendered_again.json()["content"]
+    assert plain_again.json()["cached"] is True
+    assert ARTICLE_TEXT not in plain_again.json()["content"]
