@@ -278,7 +278,7 @@ def test_a_batch_of_six_renders_on_two_workers_never_renders_more_than_render_sl
     )
     deployment.start_cluster()
     try:
-        targets = [
+        targets: list[object] = [
             {"url": f"http://127.0.0.1:{port}/tides?n={n}", "options": {"render": True}} for n in range(6)
         ]
         job = runner.submit(caller, validate_targets(targets)).job
