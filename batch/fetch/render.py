@@ -2,9 +2,11 @@
 page fetched by sift's guarded client.
 
 The browser runs in a child process (``render_child.py``) started with an empty environment, so
-Playwright's driver and Chromium never see sift's secrets; the child and all its descendants are
-killed when the render ends, however it ends. This side answers the child's requests with ``client.download``,
-enforces the render's deadline and watches the tree's resident memory.
+Playwright's driver and Chromium never see sift's secrets. One child per process stays warm
+between renders, each render in a fresh context; after a render that did not end well, the
+child and all its descendants are killed, and the next render starts a new one. This side
+answers the child's requests with ``client.download``, enforces the render's deadline and
+watches the tree's memory. A child whose parent went reads the end of its stdin and stops.
 """
 
 from __future__ import annotations
@@ -103,9 +105,40 @@ def _try_take(token: str) -> int | None:
     return slot.number
 
 
-def render(document: client.Download) -> str:
-    """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died."""
-    deadline = time.monotonic() + float(settings.SIFT_RENDER_TIMEOUT)
+class _WarmBrowser:
+    """This process's render child and its browser, kept between renders that end well.
+
+    Any render that does not (timeout, memory, crash, a page that failed) kills the child with
+    its whole tree, and the next render starts a new one. A process forked from one that had a
+    child starts its own: the pipes of the parent's are not its to use.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.child: subprocess.Popen[bytes] | None = None
+        self.owner = 0
+
+    def take(self) -> subprocess.Popen[bytes]:
+        if self.child is not None and (self.owner != os.getpid() or self.child.poll() is not None):
+            if self.owner == os.getpid():
+                self.retire()
+            self.child = None
+        if self.child is None:
+            self.child = _start_child()
+            self.owner = os.getpid()
+        return self.child
+
+    def retire(self) -> None:
+        if self.child is not None and self.owner == os.getpid():
+            running.discard(self.child.pid)
+            _kill_tree(self.child)
+        self.child = None
+
+
+_warm = _WarmBrowser()
+
+
+def _start_child() -> subprocess.Popen[bytes]:
     child = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
         [sys.executable, "-I", str(CHILD)],
         stdin=subprocess.PIPE,
@@ -116,22 +149,43 @@ def render(document: client.Download) -> str:
         cwd="/",
     )
     running.add(child.pid)
-    try:
-        assert child.stdin is not None
-        _send(
-            child.stdin,
-            {
-                "chromium": settings.SIFT_RENDER_CHROMIUM,
-                "url": document.final_url,
-                "content_type": document.content_type,
-                "body": base64.b64encode(document.body).decode("ascii"),
-                "timeout_ms": int(float(settings.SIFT_RENDER_TIMEOUT) * 1000),
-            },
+    return child
+
+
+def render(document: client.Download) -> str:
+    """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died."""
+    timeout = float(settings.SIFT_RENDER_TIMEOUT)
+    if not _warm.lock.acquire(timeout=timeout):
+        raise FetchError(
+            Outcome.BUSY,
+            "this process's browser stayed busy with another render",
+            f"Retry after {RetryAfter.PARSER} seconds.",
+            retry_after=RetryAfter.PARSER,
         )
-        return _converse(child, deadline)
+    try:
+        deadline = time.monotonic() + timeout
+        child = _warm.take()
+        assert child.stdin is not None
+        ended_well = False
+        try:
+            _send(
+                child.stdin,
+                {
+                    "chromium": settings.SIFT_RENDER_CHROMIUM,
+                    "url": document.final_url,
+                    "content_type": document.content_type,
+                    "body": base64.b64encode(document.body).decode("ascii"),
+                    "timeout_ms": int(timeout * 1000),
+                },
+            )
+            html = _converse(child, deadline)
+            ended_well = True
+            return html
+        finally:
+            if not ended_well:
+                _warm.retire()
     finally:
-        running.discard(child.pid)
-        _kill_tree(child)
+        _warm.lock.release()
 
 
 def _converse(child: subprocess.Popen[bytes], deadline: float) -> str:
