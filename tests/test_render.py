@@ -353,3 +353,28 @@ def test_rendered_copies_are_cached_apart_from_raw_ones(agent, httpserver, rende
     assert ARTICLE_TEXT in rendered_again.json()["content"]
     assert plain_again.json()["cached"] is True
     assert ARTICLE_TEXT not in plain_again.json()["content"]
+
+
+def test_the_browser_stays_warm_between_renders_and_is_replaced_after_a_timeout(
+    agent, httpserver, render_settings, settings
+):
+    _, client = agent
+    settings.SIFT_RENDER_TIMEOUT = 4
+    for path in ("/a", "/b", "/c"):
+        httpserver.expect_request(path).respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+    httpserver.expect_request("/spin").respond_with_data(
+        "<html><body><script>while (true) {}</script></body></html>", content_type="text/html"
+    )
+
+    first = _fetch(client, url=httpserver.url_for("/a"), render="true")
+    children_first = set(render.running)
+    second = _fetch(client, url=httpserver.url_for("/b"), render="true")
+    children_second = set(render.running)
+    spun = _fetch(client, url=httpserver.url_for("/spin"), render="true")
+    third = _fetch(client, url=httpserver.url_for("/c"), render="true")
+
+    assert [r.status_code for r in (first, second, spun, third)] == [200, 200, 504, 200]
+    assert len(children_first) == 1
+    assert children_second == children_first
+    assert set(render.running).isdisjoint(children_first)
