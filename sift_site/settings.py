@@ -183,6 +183,12 @@ SIFT_FETCH_ONLY_ALLOWED = env_bool("SIFT_FETCH_ONLY_ALLOWED", False)
 SIFT_FETCH_ALLOW_PORTS = env_ports("SIFT_FETCH_ALLOW_PORTS", "80,443,8080,8443")
 SIFT_CACHE_TTL = env_duration("SIFT_CACHE_TTL", "15m")
 SIFT_CACHE_MAX_BYTES = env_bytes("SIFT_CACHE_MAX_BYTES", "256MiB")
+# Rendering (docs/rendering.md): Debian's Chromium, renders at once deployment-wide, one render's
+# deadline, and the most resident memory the browser's processes may hold before the render ends.
+SIFT_RENDER_CHROMIUM = env_str("SIFT_RENDER_CHROMIUM", "/usr/bin/chromium")
+SIFT_RENDER_SLOTS = env_int("SIFT_RENDER_SLOTS", 1, minimum=1)
+SIFT_RENDER_TIMEOUT = env_duration("SIFT_RENDER_TIMEOUT", "20s")
+SIFT_RENDER_MAX_MEMORY = env_bytes("SIFT_RENDER_MAX_MEMORY", "1GiB")
 
 # --- logging --------------------------------------------------------------------------------
 

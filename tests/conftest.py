@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.apps import apps
@@ -14,6 +16,12 @@ from batch.models import ApiKey, SubmitLock
 from .factories import ApiClient, MakeCaller
 
 ROWS_MIGRATION = importlib.import_module("batch.migrations.0002_rows_and_schedules")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under CI=true the browser tests must run: a missing Chromium fails the suite, not skips it."""
+    if os.environ.get("CI") == "true" and not os.access(Path("/usr/bin/chromium"), os.X_OK):
+        pytest.exit("CI=true but /usr/bin/chromium is missing: apt-get install -y chromium", 1)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -27,7 +27,7 @@ from batch.models import ApiKey, BatchJob, BatchTarget
 
 TARGETS_DESCRIPTION = (
     'Each target is a URL string, or {"url": "...", "options": {...}} with options '
-    "mode (markdown|text|raw), question, pages, grep, jq, context, recover (see docs/api.md)."
+    "mode (markdown|text|raw), question, pages, grep, jq, context, recover, render (see docs/api.md)."
 )
 
 # A necessary condition only: http or https, then a host, and no spaces or control characters.
@@ -64,6 +64,10 @@ OPTION_SCHEMAS: dict[str, dict[str, Any]] = {
     "jq": _text(MAX_JQ_CHARS, "A jq program applied to a JSON document."),
     "context": {"type": "boolean", "description": "Include neighbouring lines or passages."},
     "recover": {"type": "boolean", "description": "When the upstream fails, serve the last cached copy."},
+    "render": {
+        "type": "boolean",
+        "description": "Run the page's scripts in a headless browser and read the rendered page.",
+    },
 }
 OPTIONS_SCHEMA: dict[str, Any] = _nullable(
     {
@@ -217,6 +221,7 @@ class FetchQuery(Schema):
     jq: Annotated[str | None, _query("jq")] = None
     context: Annotated[bool | None, _query("context")] = None
     recover: Annotated[bool | None, _query("recover")] = None
+    render: Annotated[bool | None, _query("render")] = None
 
 
 class FetchEnvelope(Schema):
@@ -238,6 +243,7 @@ class FetchEnvelope(Schema):
     cached_at: str | None = None
     lang: str | None = None
     canonical_url: str | None = None
+    rendered: bool | None = None
     pages_total: int | None = None
     pages: list[int] | None = None
     matches: int | None = None

@@ -37,6 +37,11 @@ def partition_for(caller_name: str, caller_class: str) -> str:
     return FLEET_PARTITION if caller_class == "fleet" else f"restricted:{caller_name}"
 
 
+def rendered_partition(partition: str) -> str:
+    """Where rendered documents of ``partition`` live: apart from the raw ones of the same URLs."""
+    return f"{partition}:rendered"
+
+
 def _url_key(url: str) -> str:
     # surrogatepass: a key for any string, even one that could never be stored as UTF-8.
     return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()

@@ -53,3 +53,17 @@ class CachedDocument(models.Model):
 
     def __str__(self) -> str:
         return f"{self.partition}:{self.url_sha256[:12]}"
+
+
+class RenderSlot(models.Model):
+    """One of ``RENDER_SLOTS`` places a browser may render in, deployment-wide (docs/rendering.md).
+
+    Held like a ``FetchSlot``: a random ``holder`` token and a lease that frees it if its process died.
+    """
+
+    number = models.PositiveSmallIntegerField(primary_key=True)
+    holder = models.CharField(max_length=32, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"render slot {self.number}"

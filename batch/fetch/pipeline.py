@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from batch.fetch import cache, client, gate, headers, metrics, sandbox
+from batch.fetch import cache, client, gate, headers, metrics, render, sandbox
 from batch.fetch.errors import FetchError
 from batch.fetch.extract import extract
 from batch.fetch.limits import EXTRACT_GRACE_SECONDS
@@ -34,6 +34,7 @@ class Source:
     fetched_at: datetime
     cached: bool = False
     stale: bool = False
+    rendered: bool = False
 
 
 def fetch(target: Target, *, partition: str) -> dict[str, Any]:
@@ -52,6 +53,8 @@ def fetch(target: Target, *, partition: str) -> dict[str, Any]:
 
 
 def _obtain(target: Target, partition: str) -> Source:
+    if target.options.render:
+        return _obtain_rendered(target, cache.rendered_partition(partition))
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy):
         return _from_cache(copy)
@@ -63,6 +66,57 @@ def _obtain(target: Target, partition: str) -> Source:
         if copy is not None and target.options.recover and _recoverable(exc):
             return _from_cache(copy, stale=True)
         raise
+
+
+def _obtain_rendered(target: Target, partition: str) -> Source:
+    """The page as the browser left it, from the rendered partition or rendered now."""
+    render.require_browser()
+    copy = cache.lookup(partition, target.url)
+    if copy is not None and cache.is_fresh(copy):
+        return _rendered(_from_cache(copy))
+    try:
+        with render.render_slot(), gate.fetch_slot():
+            download = client.download(target.url)
+            _raise_for_status(download)
+            if download.content_type not in render.HTML_TYPES:
+                return Source(download, timezone.now())  # nothing to run: read as fetched
+            html = _render_retrying_once(download)
+    except FetchError as exc:
+        if copy is not None and target.options.recover and _recoverable(exc):
+            return _rendered(_from_cache(copy, stale=True))
+        raise
+    page = client.Download(
+        url=download.url,
+        final_url=download.final_url,
+        status=download.status,
+        headers={},
+        content_type="text/html",
+        charset="utf-8",
+        body=html.encode("utf-8", "surrogatepass"),
+        elapsed_ms=download.elapsed_ms,
+    )
+    cache.store(partition, target.url, page)
+    return Source(page, timezone.now(), rendered=True)
+
+
+def _render_retrying_once(download: client.Download) -> str:
+    """A browser that crashed is started afresh and the page tried once more, then ``internal``."""
+    try:
+        return render.render(download)
+    except render.RenderCrashed:
+        pass
+    try:
+        return render.render(download)
+    except render.RenderCrashed as exc:
+        raise FetchError(
+            Outcome.INTERNAL,
+            f"the browser failed twice rendering this page: {exc}",
+            "Fetch the page without render, or retry later.",
+        ) from None
+
+
+def _rendered(source: Source) -> Source:
+    return Source(source.download, source.fetched_at, source.cached, source.stale, rendered=True)
 
 
 def _recoverable(exc: FetchError) -> bool:
@@ -151,6 +205,8 @@ def _envelope(target: Target, source: Source, started: float) -> dict[str, Any]:
         "stale": source.stale,
         **document.meta(),
     }
+    if source.rendered:
+        envelope["rendered"] = True
     if source.cached:
         envelope["cached_at"] = envelope["fetched_at"]
     return envelope

