@@ -11,7 +11,7 @@ METRICS_DIR ?= $(CURDIR)/var/metrics
 # Django's signing key, shared by web, cluster and commands; settings read it when SECRET_KEY is unset.
 SECRET_KEY_FILE ?= var/secret_key
 
-.PHONY: run test check clean secret-key
+.PHONY: chromium run test check clean secret-key
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-run: $(VENV)/.installed $(SECRET_KEY_FILE)
+run: $(VENV)/.installed $(SECRET_KEY_FILE) chromium
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	rm -rf $(METRICS_DIR) && mkdir -p $(METRICS_DIR)
@@ -48,3 +48,11 @@ check: $(VENV)/.installed $(SECRET_KEY_FILE)
 
 clean:
 	rm -rf $(VENV) var staticfiles db.sqlite3*
+
+# Debian's Chromium for render: true (Playwright cannot download its own browser here). Installed
+# when missing and we are root; otherwise rendering answers 415 and everything else works.
+chromium:
+	@[ -x /usr/bin/chromium ] || { [ "$$(id -u)" = 0 ] && \
+		apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1 && \
+		echo "installed Debian's chromium for render: true"; } || \
+		echo "no Chromium at /usr/bin/chromium: render: true answers 415 (apt-get install chromium enables it)"

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -31,41 +32,56 @@ LEASE_MARGIN_SECONDS = 5.0
 FETCH_SLOTS = SlotTable(FetchSlot, holder="holder", empty="")
 
 
+@dataclass(frozen=True)
+class Gate:
+    """At most ``count()`` holders of ``table``'s slots at once, deployment-wide; a holder waits
+    up to ``GATE_WAIT_SECONDS`` for one, then is refused busy."""
+
+    table: SlotTable
+    count: Callable[[], int]
+    what: str  # "fetch", "render": how the busy error names the slots
+    retry_after: int
+
+    @contextmanager
+    def slot(self, lease_seconds: float) -> Iterator[int]:
+        """Hold one slot for the block; its lease outlasts the work, so a dead holder's slot frees."""
+        token = secrets.token_hex(16)
+        number = self._wait(token, lease_seconds)
+        try:
+            yield number
+        finally:
+            self.table.release(number, token)
+
+    def _wait(self, token: str, lease_seconds: float) -> int:
+        deadline = time.monotonic() + GATE_WAIT_SECONDS
+        while (number := self._try_take(token, lease_seconds)) is None:
+            if time.monotonic() >= deadline:
+                raise FetchError(
+                    Outcome.BUSY,
+                    f"all {self.count()} {self.what} slots stayed busy for {GATE_WAIT_SECONDS:.0f}s",
+                    f"sift is doing as much of this as it may; retry after {self.retry_after} seconds.",
+                    retry_after=self.retry_after,
+                )
+            time.sleep(POLL_SECONDS)
+        return number
+
+    def _try_take(self, token: str, lease_seconds: float) -> int | None:
+        now = timezone.now()
+        with transaction.atomic():
+            number = self.table.take_free(self.count(), now)
+            if number is not None:
+                self.table.hold(number, token, now + timedelta(seconds=lease_seconds))
+        return number
+
+
+FETCH_GATE = Gate(FETCH_SLOTS, lambda: settings.SIFT_FETCH_SLOTS, "fetch", RetryAfter.FETCH)
+
+
 def slot_lease() -> timedelta:
     return timedelta(seconds=settings.SIFT_FETCH_TIMEOUT + LEASE_MARGIN_SECONDS)
 
 
-@contextmanager
-def fetch_slot() -> Iterator[int]:
-    """Hold one slot for the duration of the block; raise ``FetchError("busy")`` if none frees up."""
-    token = secrets.token_hex(16)
-    number = _wait_for_slot(token)
-    try:
-        yield number
-    finally:
-        FETCH_SLOTS.release(number, token)
-
-
-def _wait_for_slot(token: str) -> int:
-    deadline = time.monotonic() + GATE_WAIT_SECONDS
-    while True:
-        number = _try_take(token)
-        if number is not None:
-            return number
-        if time.monotonic() >= deadline:
-            raise FetchError(
-                Outcome.BUSY,
-                f"all {settings.SIFT_FETCH_SLOTS} fetch slots stayed busy for {GATE_WAIT_SECONDS:.0f}s",
-                f"sift is fetching as much as it may; retry after {RetryAfter.FETCH} seconds.",
-                retry_after=RetryAfter.FETCH,
-            )
-        time.sleep(POLL_SECONDS)
-
-
-def _try_take(token: str) -> int | None:
-    now = timezone.now()
-    with transaction.atomic():
-        number = FETCH_SLOTS.take_free(settings.SIFT_FETCH_SLOTS, now)
-        if number is not None:
-            FETCH_SLOTS.hold(number, token, now + slot_lease())
-    return number
+def fetch_slot(lease_seconds: float | None = None) -> AbstractContextManager[int]:
+    """Hold one fetch slot for the block (for one download unless ``lease_seconds`` says longer,
+    as a render does); raise ``FetchError("busy")`` if none frees up in time."""
+    return FETCH_GATE.slot(lease_seconds if lease_seconds is not None else slot_lease().total_seconds())

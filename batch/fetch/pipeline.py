@@ -75,7 +75,7 @@ def _obtain_rendered(target: Target, partition: str) -> Source:
     if copy is not None and cache.is_fresh(copy):
         return _rendered(_from_cache(copy))
     try:
-        with render.render_slot(), gate.fetch_slot():
+        with render.render_slot(), gate.fetch_slot(render.render_lease_seconds()):
             download = client.download(target.url)
             _raise_for_status(download)
             if download.content_type not in render.HTML_TYPES:

@@ -14,32 +14,26 @@ from __future__ import annotations
 import base64
 import json
 import os
-import secrets
 import select
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
-from django.utils import timezone
 
-from batch.fetch import client
+from batch.fetch import client, gate
 from batch.fetch.errors import FetchError
 from batch.fetch.models import RenderSlot
 from batch.fetch.outcomes import Outcome, RetryAfter
+from capacity.slots import SlotTable
 
 CHILD = Path(__file__).with_name("render_child.py")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-SLOT_WAIT_SECONDS = 5.0
 POLL_SECONDS = 0.25
 # The pids of the render children running now, so a test can find the browser to kill.
 running: set[int] = set()
@@ -62,47 +56,22 @@ def require_browser() -> None:
         )
 
 
-@contextmanager
-def render_slot() -> Iterator[int]:
+RENDER_GATE = gate.Gate(
+    SlotTable(RenderSlot, holder="holder", empty=""),
+    lambda: settings.SIFT_RENDER_SLOTS,
+    "render",
+    RetryAfter.PARSER,
+)
+
+
+def render_lease_seconds() -> float:
+    """How long a render may hold its slots: the document's download, then the render itself."""
+    return float(settings.SIFT_FETCH_TIMEOUT + settings.SIFT_RENDER_TIMEOUT + gate.LEASE_MARGIN_SECONDS)
+
+
+def render_slot() -> AbstractContextManager[int]:
     """One of ``RENDER_SLOTS`` places a browser may render in, deployment-wide, like the fetch gate."""
-    token = secrets.token_hex(16)
-    deadline = time.monotonic() + SLOT_WAIT_SECONDS
-    while (number := _try_take(token)) is None:
-        if time.monotonic() >= deadline:
-            raise FetchError(
-                Outcome.BUSY,
-                f"all {settings.SIFT_RENDER_SLOTS} render slots stayed busy for {SLOT_WAIT_SECONDS:.0f}s",
-                f"sift is rendering as much as it may; retry after {RetryAfter.PARSER} seconds.",
-                retry_after=RetryAfter.PARSER,
-            )
-        time.sleep(0.05)
-    try:
-        yield number
-    finally:
-        RenderSlot.objects.filter(number=number, holder=token).update(holder="", lease_until=None)
-
-
-def _try_take(token: str) -> int | None:
-    now = timezone.now()
-    count = settings.SIFT_RENDER_SLOTS
-    lease = timedelta(seconds=settings.SIFT_FETCH_TIMEOUT + settings.SIFT_RENDER_TIMEOUT + 5)
-    with transaction.atomic():
-        free = (
-            RenderSlot.objects.select_for_update(skip_locked=True)
-            .filter(number__lt=count)
-            .filter(Q(holder="") | Q(lease_until__lt=now))
-            .order_by("number")
-        )
-        slot = free.first()
-        if slot is None and RenderSlot.objects.count() < count:
-            RenderSlot.objects.bulk_create(
-                [RenderSlot(number=n) for n in range(count)], ignore_conflicts=True
-            )
-            slot = free.first()
-        if slot is None:
-            return None
-        RenderSlot.objects.filter(number=slot.number).update(holder=token, lease_until=now + lease)
-    return slot.number
+    return RENDER_GATE.slot(render_lease_seconds())
 
 
 class _WarmBrowser:
