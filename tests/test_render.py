@@ -269,7 +269,7 @@ def test_a_batch_of_six_renders_on_two_workers_never_renders_more_than_render_sl
     deployment = Deployment(
         tmp_path,
         {
-            "SIFT_BATCH_FETCH": "batch.adapter.fetch_target",
+            "SIFT_TEST_FETCH_FUNC": "",  # the fetch pipeline, as in production
             "SIFT_BATCH_WORKERS": "2",
             "SIFT_RENDER_SLOTS": "1",
             "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.1/32",
