@@ -213,17 +213,23 @@ def test_too_many_targets_is_refused_before_any_target_is_validated(agent, setti
     assert response.json()["code"] == "too_many_targets"
 
 
-def test_every_target_passes_its_cheap_checks_before_any_program_is_compiled(agent, monkeypatch):
+@pytest.fixture
+def compiled(monkeypatch) -> list[str]:
+    """Every jq program validation compiles, in order."""
     from batch.fetch import targets
 
-    compiled: list[str] = []
+    programs: list[str] = []
     real_compile = targets.compile_jq
 
     def counting(program: str) -> Any:
-        compiled.append(program)
+        programs.append(program)
         return real_compile(program)
 
     monkeypatch.setattr(targets, "compile_jq", counting)
+    return programs
+
+
+def test_every_target_passes_its_cheap_checks_before_any_program_is_compiled(agent, compiled):
     _, client = agent
     body = {
         "targets": [{"url": URL, "options": {"jq": ".a"}}, {"url": URL, "options": {"jq": ".b"}}, "ftp://x"]
@@ -233,17 +239,7 @@ def test_every_target_passes_its_cheap_checks_before_any_program_is_compiled(age
     assert compiled == []
 
 
-def test_a_program_repeated_across_targets_is_compiled_once(agent, monkeypatch):
-    from batch.fetch import targets
-
-    compiled: list[str] = []
-    real_compile = targets.compile_jq
-
-    def counting(program: str) -> Any:
-        compiled.append(program)
-        return real_compile(program)
-
-    monkeypatch.setattr(targets, "compile_jq", counting)
+def test_a_program_repeated_across_targets_is_compiled_once(agent, compiled):
     _, client = agent
     body = {"targets": [{"url": f"{URL}?{i}", "options": {"jq": ".items[0]"}} for i in range(20)]}
     assert client.post("/v1/batch", body).status_code == 202
