@@ -2,15 +2,17 @@
 
 This is the one module that knows both sides (docs/architecture.md): a batch target is fetched
 exactly as ``/v1/fetch`` would fetch it, and the pipeline's ``FetchError`` becomes the worker's
-busy retry or the target's error, hint and outcome.
+busy retry or the target's error, hint and outcome. A finished job's webhook goes out through
+the same guarded client (``post_webhook``).
 """
 
 from __future__ import annotations
 
-from batch.fetch import cache, pipeline
+from batch.fetch import cache, client, pipeline
 from batch.fetch.errors import FetchError
 from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import Target
+from batch.webhooks import Answer
 from batch.worker import Caller, Result, RetryLater, TargetFailed
 
 
@@ -23,3 +25,11 @@ def fetch_target(caller: Caller, target: Target) -> Result:
         raise TargetFailed(exc.outcome, exc.message, exc.hint) from None
     content = envelope.pop("content")
     return {"content": content, "meta": envelope}
+
+
+def post_webhook(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Answer:
+    """The webhooks' ``Sender``: the receiver's status, or the guard's or network's refusal."""
+    try:
+        return Answer(status=client.post(url, body, headers=headers, timeout=timeout))
+    except FetchError as exc:
+        return Answer(error=exc.message)

@@ -2,7 +2,8 @@
 
 Nothing here changes a job's state by itself: cancelling goes through ``runner.cancel``, the
 function ``DELETE /v1/batch/{id}`` uses, and keys are issued by ``ApiKey.issue``, as the
-``create_api_key`` command does.
+``create_api_key`` command does. A key's webhook secret is shown on the page that creates it
+and on the page that rotates it, and nowhere else (docs/webhooks.md).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from batch import runner
-from batch.models import ApiKey, BatchJob, BatchTarget, TargetStatus
+from batch import runner, webhooks
+from batch.models import ApiKey, BatchJob, BatchTarget, TargetStatus, WebhookAttempt
+from batch.summaries import webhook_state
 
 admin.site.site_header = "sift console"
 admin.site.site_title = "sift console"
@@ -114,6 +116,17 @@ class TargetInline(TargetsFollowTheirJob, admin.TabularInline):
         return _result_size(target)
 
 
+class WebhookAttemptInline(TargetsFollowTheirJob, admin.TabularInline):
+    """Each POST of the job's webhook: when, and the receiver's status or why none came."""
+
+    model = WebhookAttempt
+    fields = ("at", "status", "error")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "webhook attempts"
+
+
 @admin.register(BatchJob)
 class BatchJobAdmin(admin.ModelAdmin):
     list_display = [
@@ -131,7 +144,7 @@ class BatchJobAdmin(admin.ModelAdmin):
     list_select_related = ["caller"]
     ordering = ["-created_at", "-id"]
     actions = ["cancel_selected"]
-    inlines = [TargetInline]
+    inlines = [TargetInline, WebhookAttemptInline]
     fieldsets = [
         (None, {"fields": ["id", "caller", "caller_class", "status", "error"]}),
         (
@@ -139,6 +152,7 @@ class BatchJobAdmin(admin.ModelAdmin):
             {"fields": ["progress", "targets_total", "targets_done", "targets_failed", "result_bytes"]},
         ),
         ("Times", {"fields": ["created_at", "finished_at", "lease", "expires", "served_at"]}),
+        ("Webhook", {"fields": ["callback_url", "webhook_delivery"]}),
         ("Idempotency", {"fields": ["idem_key"], "classes": ["collapse"]}),
     ]
     readonly_fields = flatten_fieldsets(fieldsets)
@@ -183,6 +197,15 @@ class BatchJobAdmin(admin.ModelAdmin):
     @admin.display(description="stored result bytes")
     def result_bytes(self, job: BatchJob) -> str:
         return filesizeformat(job.n_bytes)
+
+    @admin.display(description="delivery")
+    def webhook_delivery(self, job: BatchJob) -> str:
+        state = webhook_state(job)
+        if state is None:
+            return "-"
+        when = state["delivered_at"] or state["next_attempt_at"]
+        at = f" at {display_for_value(when, '')}" if when and state["state"] != "failed" else ""
+        return f"{state['state']}{at}, {len(state['attempts'])} attempt(s)"
 
     @admin.display(description="expires", ordering="lease")
     def expires(self, job: BatchJob) -> str:
@@ -300,12 +323,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_filter = ["active", "caller_class"]
     search_fields = ["name", "workspace"]
     ordering = ["name"]
-    actions = ["revoke_selected"]
+    actions = ["revoke_selected", "rotate_webhook_secrets"]
     add_fields = ("name", "workspace", "caller_class")
     change_fields = (*add_fields, "active", "key_sha256", "created_at", "updated_at", "last_used_at")
     # The name is the caller's identity in logs and idempotency keys; a revoked key stays revoked.
     change_readonly_fields = ("name", "active", "key_sha256", "created_at", "updated_at", "last_used_at")
     key_created_template = "admin/batch/apikey/key_created.html"
+    rotate_confirmation_template = "admin/batch/apikey/rotate_confirmation.html"
+    secrets_rotated_template = "admin/batch/apikey/secrets_rotated.html"
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         return self.add_fields if obj is None else self.change_fields
@@ -339,6 +364,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             "opts": self.opts,
             "api_key": obj,
             "raw_key": raw_key,
+            "webhook_secret": obj.webhook_secret,
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, self.key_created_template, context)
@@ -356,3 +382,25 @@ class ApiKeyAdmin(admin.ModelAdmin):
         self.message_user(
             request, f"{revoked} revoked, {len(selected) - revoked} already revoked", messages.SUCCESS
         )
+
+    @admin.action(description="Rotate the webhook secret of selected keys", permissions=["change"])
+    def rotate_webhook_secrets(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> TemplateResponse:
+        """Confirm, then give each key a new secret and show the new secrets, this once."""
+        keys = list(queryset.order_by("name"))
+        confirmed = request.POST.get("post") == "yes"
+        rotated = [(key, webhooks.rotate_secret(key)) for key in keys] if confirmed else []
+        for key, _ in rotated:
+            self.log_change(request, key, "Rotated the webhook secret.")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Webhook secrets rotated" if confirmed else "Rotate webhook secrets",
+            "subtitle": None,
+            "opts": self.opts,
+            "keys": keys,
+            "rotated": rotated,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        template = self.secrets_rotated_template if confirmed else self.rotate_confirmation_template
+        return TemplateResponse(request, template, context)

@@ -6,6 +6,7 @@ targets at one index, counters that disagree, a finished job without ``finished_
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import secrets
 from datetime import datetime, timedelta
@@ -21,6 +22,8 @@ __all__ = [
     "BatchJob",
     "BatchTarget",
     "ClusterHeartbeat",
+    "WebhookAttempt",
+    "WebhookDelivery",
     "WorkerSlot",
 ]
 
@@ -31,6 +34,14 @@ def new_job_id() -> str:
 
 def hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
+
+
+WEBHOOK_SECRET_PREFIX = "whsec_"  # noqa: S105 - the format's prefix, not a secret
+
+
+def new_webhook_secret() -> str:
+    """A Standard Webhooks secret: ``whsec_`` and 32 random bytes in base64 (docs/webhooks.md)."""
+    return WEBHOOK_SECRET_PREFIX + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
 
 
 # Every choice's label is its code: operators compare the admin with API answers and log lines.
@@ -52,6 +63,8 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Signs this caller's webhooks, so it is kept as it is; shown once, at creation or rotation.
+    webhook_secret = models.CharField(max_length=100, default=new_webhook_secret, editable=False)
 
     class Meta:
         verbose_name = "API key"
@@ -74,6 +87,12 @@ class ApiKey(models.Model):
             name=name, workspace=workspace, caller_class=caller_class, key_sha256=hash_key(raw_key)
         )
         return api_key, raw_key
+
+    def rotate_webhook_secret(self) -> str:
+        """Replace the webhook secret; the new one signs every attempt from now on."""
+        self.webhook_secret = new_webhook_secret()
+        ApiKey.objects.filter(pk=self.pk).update(webhook_secret=self.webhook_secret)
+        return self.webhook_secret
 
 
 class JobStatus(models.TextChoices):
@@ -130,6 +149,8 @@ class BatchJob(models.Model):
     idem_key = models.CharField(max_length=64)
     # When a worker last took a target of this job: the round-robin turn (docs/workers.md).
     served_at = models.DateTimeField(null=True, blank=True)
+    # Where the finished job's summary is POSTed, signed (docs/webhooks.md); "" for none.
+    callback_url = models.TextField(blank=True, default="")
 
     class Meta:
         verbose_name = "batch job"
@@ -243,6 +264,60 @@ class WorkerSlot(models.Model):
 
     def __str__(self) -> str:
         return f"slot {self.number}"
+
+
+class WebhookDelivery(models.Model):
+    """The webhook of one finished job: its body, fixed at the finish, and when to try next.
+
+    Made in the transaction that finishes the job. ``due_at`` is the next attempt; a delivery
+    thread claims it by moving ``due_at`` past the attempt's lease, and clears it when the
+    receiver answered 2xx or ``SIFT_WEBHOOK_RETRY_FOR`` ran out (docs/webhooks.md).
+    """
+
+    job = models.OneToOneField(BatchJob, primary_key=True, on_delete=models.CASCADE, related_name="webhook")
+    body = models.TextField()
+    created_at = models.DateTimeField()
+    due_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    gave_up_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "webhook delivery"
+        verbose_name_plural = "webhook deliveries"
+        indexes = [models.Index(fields=["due_at"], name="webhook_due")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(due_at__isnull=False, delivered_at__isnull=True, gave_up_at__isnull=True)
+                | Q(due_at__isnull=True, delivered_at__isnull=False, gave_up_at__isnull=True)
+                | Q(due_at__isnull=True, delivered_at__isnull=True, gave_up_at__isnull=False),
+                name="webhook_due_delivered_or_given_up",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"webhook of {self.job_id}"
+
+
+class WebhookAttempt(models.Model):
+    """One POST of a job's webhook: when, and the HTTP status or why there was none."""
+
+    job = models.ForeignKey(BatchJob, on_delete=models.CASCADE, related_name="webhook_attempts")
+    at = models.DateTimeField()
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        verbose_name = "webhook attempt"
+        ordering = ["job", "at", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__isnull=False) | ~Q(error=""), name="webhook_attempt_status_or_error"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class ClusterHeartbeat(models.Model):

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Count, QuerySet, Sum
 from django.utils import timezone
 
-from batch import metrics, wakeups
+from batch import metrics, wakeups, webhooks
 from batch.errors import Refusal, Refused
 from batch.fetch.outcomes import RetryAfter
 from batch.fetch.targets import Target
@@ -65,15 +65,22 @@ def _ttl() -> timedelta:
     return timedelta(seconds=settings.SIFT_BATCH_TTL)
 
 
-def idempotency_key(caller_name: str, targets: Sequence[Target]) -> str:
-    """SHA-256 of caller name, NUL, and the canonical JSON of the targets (docs/api.md)."""
+def idempotency_key(caller_name: str, targets: Sequence[Target], callback_url: str = "") -> str:
+    """SHA-256 of caller name, NUL, and the canonical JSON of the targets (docs/api.md).
+
+    A ``callback_url`` is part of the request: NUL and the URL follow (none without one).
+    """
     canonical = json.dumps([t.to_dict() for t in targets], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(f"{caller_name}\x00{canonical}".encode()).hexdigest()
+    callback = f"\x00{callback_url}" if callback_url else ""
+    return hashlib.sha256(f"{caller_name}\x00{canonical}{callback}".encode()).hexdigest()
 
 
-def submit(caller: ApiKey, targets: Sequence[Target]) -> Submitted:
-    """Store a job of validated ``targets`` for ``caller``, or answer the live twin it already has."""
-    idem_key = idempotency_key(caller.name, targets)
+def submit(caller: ApiKey, targets: Sequence[Target], *, callback_url: str = "") -> Submitted:
+    """Store a job of validated ``targets`` for ``caller``, or answer the live twin it already has.
+
+    ``callback_url`` has passed the fetch guard already (``batch/api/callbacks.py``).
+    """
+    idem_key = idempotency_key(caller.name, targets, callback_url)
     with transaction.atomic():
         # Locks are always taken in the same order, caller row then the global row, so two
         # submits can never wait on each other in a cycle. The caller row is locked FOR NO KEY
@@ -93,6 +100,7 @@ def submit(caller: ApiKey, targets: Sequence[Target]) -> Submitted:
             created_at=now,
             lease=now,
             idem_key=idem_key,
+            callback_url=callback_url,
         )
         BatchTarget.objects.bulk_create(
             BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict()) for i, t in enumerate(targets)
@@ -192,9 +200,12 @@ def cancel(job: BatchJob) -> bool:
     result is stored without changing ``cancelled``.
     """
     now = timezone.now()
-    changed = BatchJob.objects.filter(pk=job.pk, status__in=LIVE_STATUSES).update(
-        status=JobStatus.CANCELLED, finished_at=now, lease=now
-    )
+    with transaction.atomic():
+        changed = BatchJob.objects.filter(pk=job.pk, status__in=LIVE_STATUSES).update(
+            status=JobStatus.CANCELLED, finished_at=now, lease=now
+        )
+        if changed:
+            webhooks.job_finished(job.pk, now)
     job.refresh_from_db()
     if changed:
         metrics.JOBS.labels("cancelled").inc()

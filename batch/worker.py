@@ -31,7 +31,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from batch import metrics, runner, storable, wakeups
+from batch import metrics, runner, storable, wakeups, webhooks
 from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import Target
 from batch.models import (
@@ -377,6 +377,7 @@ def _settle_job(job_id: str, now: datetime) -> None:
         finished_at=now,
     )
     if settled:
+        webhooks.job_finished(job_id, now)
         job = BatchJob.objects.only("status", "created_at", "targets_done", "targets_failed").get(pk=job_id)
         metrics.JOBS.labels(job.status).inc()
         metrics.JOB_SECONDS.observe((now - job.created_at).total_seconds())

@@ -166,6 +166,13 @@ SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
 SIFT_BATCH_WAITS_PER_CALLER = env_int("SIFT_BATCH_WAITS_PER_CALLER", 2)
 SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
 
+# --- sift: webhooks when a job finishes (docs/webhooks.md) -------------------------------------
+
+# A receiver that did not answer 2xx is tried again after this, doubling each time, until
+# SIFT_WEBHOOK_RETRY_FOR has passed since the job finished; a last try comes at that mark.
+SIFT_WEBHOOK_RETRY_WAIT = env_duration("SIFT_WEBHOOK_RETRY_WAIT", "5s")
+SIFT_WEBHOOK_RETRY_FOR = env_duration("SIFT_WEBHOOK_RETRY_FOR", "1h")
+
 # --- sift: fetch pipeline (docs/fetch-pipeline.md) ---------------------------------------------
 
 SIFT_FETCH_SLOTS = env_int("SIFT_FETCH_SLOTS", 8, minimum=1)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from django.db.models import prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
 from ninja import Path, Query, Router, Status
 
 from batch import runner, waits
 from batch.api.auth import BatchAuth, caller_of
+from batch.api.callbacks import validate_callback_url
 from batch.api.openapi import error_responses
 from batch.api.schemas import (
     JobOut,
@@ -46,7 +48,8 @@ router = Router(auth=BatchAuth(), tags=["batch"])
 @router.post("", response={200: SubmitOut, 202: SubmitOut, **SUBMIT_ERRORS}, summary="Submit a batch job")
 def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn) -> Status:
     caller = caller_of(request)
-    submitted = runner.submit(caller, validate_targets(payload.targets))
+    targets = validate_targets(payload.targets)
+    submitted = runner.submit(caller, targets, callback_url=validate_callback_url(payload.callback_url))
     if not submitted.reused:
         response["Location"] = f"/v1/batch/{submitted.job.id}"
     body = {**job_summary(submitted.job, caller), "reused": submitted.reused}
@@ -58,6 +61,7 @@ def list_batches(
     request: HttpRequest, limit: int = Query(20, ge=1, le=100), offset: int = Query(0, ge=0, le=MAX_DB_INT)
 ) -> dict[str, Any]:
     jobs, count = runner.list_jobs(caller_of(request), limit=limit, offset=offset)
+    prefetch_related_objects(jobs, "webhook", "webhook_attempts")
     items = [job_summary(job, caller_of(request)) for job in jobs]
     return {"items": items, "count": count, "limit": limit, "offset": offset}
 

@@ -23,7 +23,8 @@ from batch.fetch.targets import (
     MAX_URL_CHARS,
     MODES,
 )
-from batch.models import ApiKey, BatchJob, BatchTarget
+from batch.models import BatchTarget
+from batch.summaries import job_summary  # noqa: F401 - where the API and MCP take it from
 
 TARGETS_DESCRIPTION = (
     'Each target is a URL string, or {"url": "...", "options": {...}} with options '
@@ -110,6 +111,34 @@ class SubmitIn(Schema):
 
     # Checked at run time by batch.fetch.targets, which names the target and field it refuses.
     targets: Annotated[list[Any], WithJsonSchema(TARGETS_SCHEMA)]
+    # Checked at run time by the fetch guard (batch/api/callbacks.py).
+    callback_url: str | None = Field(
+        None,
+        max_length=MAX_URL_CHARS,
+        description="When the job finishes, its summary is POSTed here, signed per Standard Webhooks "
+        "with your key's webhook secret (docs/webhooks.md). It must pass the same checks as a fetch.",
+        examples=["https://agent.example.org/hooks/sift"],
+    )
+
+
+class WebhookAttemptOut(Schema):
+    at: datetime
+    status: int | None = Field(..., description="The receiver's HTTP status; null when none came.")
+    error: str | None = Field(..., description="Why no status came (refused, unreachable, timeout).")
+
+
+class WebhookOut(Schema):
+    """How delivery of the job's webhook stands."""
+
+    url: str
+    state: str = Field(
+        ...,
+        description="waiting (the job has not finished), sending (an attempt is due or retrying), "
+        "delivered (a 2xx answer), failed (no 2xx within SIFT_WEBHOOK_RETRY_FOR).",
+    )
+    attempts: list[WebhookAttemptOut]
+    next_attempt_at: datetime | None
+    delivered_at: datetime | None
 
 
 class JobSummary(Schema):
@@ -126,6 +155,8 @@ class JobSummary(Schema):
     lease: datetime
     expires_at: datetime
     n_bytes: int
+    callback_url: str | None
+    webhook: WebhookOut | None
 
 
 class SubmitOut(JobSummary):
@@ -158,25 +189,6 @@ class JobPage(Schema):
     count: int
     limit: int
     offset: int
-
-
-def job_summary(job: BatchJob, caller: ApiKey) -> dict[str, Any]:
-    """Every job field but ``idem_key``; ``caller`` is passed to spare a query."""
-    return {
-        "id": job.id,
-        "caller": caller.name,
-        "caller_class": job.caller_class,
-        "status": job.status,
-        "error": job.error or None,
-        "targets_total": job.targets_total,
-        "targets_done": job.targets_done,
-        "targets_failed": job.targets_failed,
-        "created_at": job.created_at,
-        "finished_at": job.finished_at,
-        "lease": job.lease,
-        "expires_at": job.expires_at,
-        "n_bytes": job.n_bytes,
-    }
 
 
 def target_out(target: BatchTarget, *, content: bool = True) -> dict[str, Any]:

@@ -198,13 +198,18 @@ def _pool(destination: guard.Destination, address: str, deadline: _Deadline) -> 
 
 
 def _urlopen(
-    destination: guard.Destination, address: str, headers: dict[str, str], deadline: _Deadline
+    destination: guard.Destination,
+    address: str,
+    headers: dict[str, str],
+    deadline: _Deadline,
+    body: bytes | None = None,
 ) -> BaseHTTPResponse:
     deadline.check()
     pool = _pool(destination, address, deadline)
     return pool.urlopen(
-        "GET",
+        "GET" if body is None else "POST",
         destination.path,
+        body=body,
         headers=headers,
         redirect=False,
         retries=False,
@@ -215,23 +220,23 @@ def _urlopen(
 
 
 def _connect_first(
-    destination: guard.Destination, headers: dict[str, str], deadline: _Deadline
+    destination: guard.Destination, headers: dict[str, str], deadline: _Deadline, body: bytes | None = None
 ) -> BaseHTTPResponse:
     """Send the request to the first vetted address that accepts a connection."""
     *others, last = destination.addresses
     for address in others:
         try:
-            return _urlopen(destination, address, headers, deadline)
+            return _urlopen(destination, address, headers, deadline, body)
         except ConnectTimeoutError:  # NewConnectionError included: refused or unreachable
             continue
-    return _urlopen(destination, last, headers, deadline)
+    return _urlopen(destination, last, headers, deadline, body)
 
 
 @contextmanager
 def _exchange(
-    destination: guard.Destination, headers: dict[str, str], deadline: _Deadline
+    destination: guard.Destination, headers: dict[str, str], deadline: _Deadline, body: bytes | None = None
 ) -> Iterator[BaseHTTPResponse]:
-    response = _connect_first(destination, headers, deadline)
+    response = _connect_first(destination, headers, deadline, body)
     try:
         yield response
     finally:
@@ -390,3 +395,21 @@ def download(url: str, *, headers: Mapping[str, str] | None = None) -> Download:
         body=answer.body,
         elapsed_ms=int((time.monotonic() - started) * 1000),
     )
+
+
+def post(url: str, body: bytes, *, headers: Mapping[str, str], timeout: float) -> int:
+    """POST ``body`` to ``url`` through the guard and return the HTTP status (webhooks).
+
+    The same guard and pinned connection as ``download``, checked at every call; no redirect
+    is followed (a 3xx is the answer); the answer's body is never read; ``timeout`` bounds the
+    whole exchange. Raises ``FetchError`` only, as ``download`` does.
+    """
+    extra = _caller_headers(headers)
+    with _Deadline(timeout) as deadline:
+        try:
+            destination = guard.check_url(url)
+            sent = {"User-Agent": USER_AGENT, **extra, "Host": destination.host_header}
+            with _exchange(destination, sent, deadline, body) as response:
+                return int(response.status)
+        except _LIBRARY_ERRORS as exc:
+            raise _library_failure(exc, deadline) from exc

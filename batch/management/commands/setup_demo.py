@@ -18,11 +18,13 @@ class Command(BaseCommand):
     def handle(self, *args: Any, port: int, **options: Any) -> None:
         demo = ApiKey.objects.filter(name="demo").first()
         if demo is None:
-            _, raw_key = ApiKey.issue("demo", workspace="demo")
+            demo, raw_key = ApiKey.issue("demo", workspace="demo")
         else:
-            # The old key cannot be shown again (only its hash is kept), so the demo gets a new one.
+            # The old key cannot be shown again (only its hash is kept), so the demo gets a new one,
+            # and a new webhook secret, which is never shown twice either.
             raw_key = "sk_" + secrets.token_urlsafe(32)
             ApiKey.objects.filter(pk=demo.pk).update(key_sha256=hash_key(raw_key), active=True)
+            demo.rotate_webhook_secret()
         password = secrets.token_urlsafe(12)
         user_model = get_user_model()
         admin = user_model.objects.filter(username="admin").first() or user_model(username="admin")
@@ -33,6 +35,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"\nsift is starting on {base}\n"
             f"  demo API key : {raw_key}\n"
+            f"  webhook secret: {demo.webhook_secret}  (verifies the demo's webhooks, docs/webhooks.md)\n"
             f"  try          : curl -s -H 'Authorization: Bearer {raw_key}' '{base}/v1/fetch?url=https://example.org/'\n"
             f"  API docs     : {base}/v1/docs\n"
             f"  admin        : {base}/admin/  user admin, password {password}\n"

@@ -1,0 +1,69 @@
+"""A job as its caller sees it: the summary the API answers and a finished job's webhook carries.
+
+Shared by the HTTP surface (``batch/api``, MCP) and the job side (``batch/webhooks.py``), so the
+two can never describe a job differently (docs/api.md, docs/webhooks.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ObjectDoesNotExist
+
+from batch.models import ApiKey, BatchJob, WebhookDelivery
+
+
+def job_summary(job: BatchJob, caller: ApiKey) -> dict[str, Any]:
+    """Every job field but ``idem_key``, with its webhook's state; ``caller`` spares a query."""
+    return {
+        "id": job.id,
+        "caller": caller.name,
+        "caller_class": job.caller_class,
+        "status": job.status,
+        "error": job.error or None,
+        "targets_total": job.targets_total,
+        "targets_done": job.targets_done,
+        "targets_failed": job.targets_failed,
+        "created_at": job.created_at,
+        "finished_at": job.finished_at,
+        "lease": job.lease,
+        "expires_at": job.expires_at,
+        "n_bytes": job.n_bytes,
+        "callback_url": job.callback_url or None,
+        "webhook": webhook_state(job),
+    }
+
+
+def webhook_state(job: BatchJob) -> dict[str, Any] | None:
+    """``None`` without a ``callback_url``; else where delivery stands and every attempt so far."""
+    if not job.callback_url:
+        return None
+    delivery = _delivery(job)
+    attempts = [] if delivery is None else list(job.webhook_attempts.all())
+    return {
+        "url": job.callback_url,
+        "state": _state(delivery),
+        "attempts": [
+            {"at": attempt.at, "status": attempt.status, "error": attempt.error or None}
+            for attempt in attempts
+        ],
+        "next_attempt_at": None if delivery is None else delivery.due_at,
+        "delivered_at": None if delivery is None else delivery.delivered_at,
+    }
+
+
+def _delivery(job: BatchJob) -> WebhookDelivery | None:
+    try:
+        return job.webhook
+    except ObjectDoesNotExist:
+        return None
+
+
+def _state(delivery: WebhookDelivery | None) -> str:
+    if delivery is None:
+        return "waiting"  # the job has not finished
+    if delivery.delivered_at is not None:
+        return "delivered"
+    if delivery.gave_up_at is not None:
+        return "failed"
+    return "sending"
