@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
@@ -62,28 +63,59 @@ def make_html(size: int = HTML_BYTES) -> bytes:
     return (head + post * (count // 2) + middle + post * (count // 2) + "</main></body></html>").encode()
 
 
-def bench_sandbox(pdf: bytes, rounds: int) -> tuple[float, float, int]:
+@dataclass(frozen=True)
+class Reading:
+    pages_per_second: float
+    cpu_ms_per_page: float
+    characters: int
+
+
+def children_cpu_seconds(pids: list[int]) -> float:
+    """User plus system CPU time the sandbox children ``pids`` have used so far."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def bench_sandbox(pdf: bytes, rounds: int) -> tuple[float, Reading, Reading]:
+    """Pages/s of the first call (which starts a child), then warm with the one child that call
+    started, then warm with every child of the pool started (as after ``warm_up``): a PDF this
+    big is then read by all of them at once."""
     from batch.fetch.pdf_text import pdf_text
+    from batch.fetch.sandbox import get_sandbox
 
     started = time.perf_counter()
     first = pdf_text(pdf, None, max_chars=50_000_000)
-    cold = time.perf_counter() - started
-    started = time.perf_counter()
-    for _ in range(rounds):
-        pdf_text(pdf, None, max_chars=50_000_000)
-    warm = time.perf_counter() - started
-    return PAGES / cold, PAGES * rounds / warm, len(first.content)
+    cold = PAGES / (time.perf_counter() - started)
+    readings = []
+    for warm_up in (False, True):
+        if warm_up:
+            get_sandbox().warm_up()
+        pids = get_sandbox().pids()
+        cpu = children_cpu_seconds(pids) + time.process_time()
+        started = time.perf_counter()
+        for _ in range(rounds):
+            pdf_text(pdf, None, max_chars=50_000_000)
+        elapsed = time.perf_counter() - started
+        cpu = children_cpu_seconds(pids) + time.process_time() - cpu
+        readings.append(Reading(PAGES * rounds / elapsed, cpu * 1000 / (PAGES * rounds), len(first.content)))
+    return cold, readings[0], readings[1]
 
 
-def bench_pdftotext(pdf: bytes, rounds: int) -> tuple[float, int]:
+def bench_pdftotext(pdf: bytes, rounds: int) -> Reading:
     with tempfile.NamedTemporaryFile(suffix=".pdf") as handle:
         handle.write(pdf)
         handle.flush()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         for _ in range(rounds):
             out = subprocess.run(["pdftotext", handle.name, "-"], check=True, capture_output=True).stdout
         elapsed = time.perf_counter() - started
-    return PAGES * rounds / elapsed, len(out.decode())
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return Reading(PAGES * rounds / elapsed, cpu * 1000 / (PAGES * rounds), len(out.decode()))
 
 
 def child_peak_kib() -> int:
@@ -133,16 +165,29 @@ def main() -> None:
         return
     pdf = make_pdf()
     print(f"generated PDF: {PAGES} pages, {len(pdf) / 1e6:.2f} MB\n")
-    print("| reader                          | pages/s | characters |")
-    print("|---------------------------------|--------:|-----------:|")
-    cold, warm, chars = bench_sandbox(pdf, args.rounds)
-    print(f"| sift sandbox (first call, cold) | {cold:>7.0f} | {chars:>10} |")
-    print(f"| sift sandbox (warm child)       | {warm:>7.0f} | {chars:>10} |")
+    print("| reader                                 | pages/s | CPU ms/page | characters |")
+    print("|----------------------------------------|--------:|------------:|-----------:|")
+    cold, one, shared = bench_sandbox(pdf, args.rounds)
+    print(f"| sift sandbox (first call, cold)        | {cold:>7.0f} |             | {one.characters:>10} |")
+    for name, reading in (("warm, one child started)  ", one), ("warm, every child started)", shared)):
+        print(
+            f"| sift sandbox ({name} | {reading.pages_per_second:>7.0f} "
+            f"| {reading.cpu_ms_per_page:>11.2f} | {reading.characters:>10} |"
+        )
     if shutil.which("pdftotext"):
-        rate, chars = bench_pdftotext(pdf, args.rounds)
-        print(f"| pdftotext (poppler)             | {rate:>7.0f} | {chars:>10} |")
+        poppler = bench_pdftotext(pdf, args.rounds)
+        print(
+            f"| pdftotext (poppler)                    | {poppler.pages_per_second:>7.0f} "
+            f"| {poppler.cpu_ms_per_page:>11.2f} | {poppler.characters:>10} |"
+        )
+        rate = poppler.pages_per_second
+        print(
+            f"\nratio sift warm sandbox / pdftotext, pages/s: {shared.pages_per_second / rate:.2f}"
+            f" (one child: {one.pages_per_second / rate:.2f});"
+            f" CPU time per page, pdftotext / sift: {poppler.cpu_ms_per_page / one.cpu_ms_per_page:.2f}"
+        )
     else:
-        print("| pdftotext (poppler)             | not installed: apt-get install poppler-utils |")
+        print("| pdftotext (poppler)                    | not installed: apt-get install poppler-utils |")
     print(
         "\n| document (grep) | size MB | process RSS before | process peak RSS | child peak RSS "
         "| seconds | outcome |"
