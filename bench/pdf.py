@@ -19,11 +19,12 @@ import os
 import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
@@ -63,11 +64,21 @@ def make_html(size: int = HTML_BYTES) -> bytes:
     return (head + post * (count // 2) + middle + post * (count // 2) + "</main></body></html>").encode()
 
 
-@dataclass(frozen=True)
-class Reading:
-    pages_per_second: float
-    cpu_ms_per_page: float
-    characters: int
+@dataclass
+class Reader:
+    """Wall seconds of each reading of the PDF by one reader, and the CPU time they took."""
+
+    seconds: list[float] = field(default_factory=list)
+    cpu_seconds: float = 0.0
+    characters: int = 0
+
+    @property
+    def pages_per_second(self) -> float:
+        return PAGES * len(self.seconds) / sum(self.seconds)
+
+    @property
+    def cpu_ms_per_page(self) -> float:
+        return self.cpu_seconds * 1000 / (PAGES * len(self.seconds))
 
 
 def children_cpu_seconds(pids: list[int]) -> float:
@@ -79,43 +90,54 @@ def children_cpu_seconds(pids: list[int]) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def bench_sandbox(pdf: bytes, rounds: int) -> tuple[float, Reading, Reading]:
-    """Pages/s of the first call (which starts a child), then warm with the one child that call
-    started, then warm with every child of the pool started (as after ``warm_up``): a PDF this
-    big is then read by all of them at once."""
+def read_with_sift(pdf: bytes, reader: Reader) -> None:
     from batch.fetch.pdf_text import pdf_text
     from batch.fetch.sandbox import get_sandbox
 
+    pids = get_sandbox().pids()
+    cpu = children_cpu_seconds(pids) + time.process_time()
     started = time.perf_counter()
-    first = pdf_text(pdf, None, max_chars=50_000_000)
-    cold = PAGES / (time.perf_counter() - started)
-    readings = []
-    for warm_up in (False, True):
-        if warm_up:
-            get_sandbox().warm_up()
-        pids = get_sandbox().pids()
-        cpu = children_cpu_seconds(pids) + time.process_time()
-        started = time.perf_counter()
-        for _ in range(rounds):
-            pdf_text(pdf, None, max_chars=50_000_000)
-        elapsed = time.perf_counter() - started
-        cpu = children_cpu_seconds(pids) + time.process_time() - cpu
-        readings.append(Reading(PAGES * rounds / elapsed, cpu * 1000 / (PAGES * rounds), len(first.content)))
-    return cold, readings[0], readings[1]
+    result = pdf_text(pdf, None, max_chars=50_000_000)
+    reader.seconds.append(time.perf_counter() - started)
+    reader.cpu_seconds += children_cpu_seconds(pids) + time.process_time() - cpu
+    reader.characters = len(result.content)
 
 
-def bench_pdftotext(pdf: bytes, rounds: int) -> Reading:
+def read_with_pdftotext(path: str, reader: Reader) -> None:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    out = subprocess.run(["pdftotext", path, "-"], check=True, capture_output=True).stdout
+    reader.seconds.append(time.perf_counter() - started)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    reader.cpu_seconds += after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    reader.characters = len(out.decode())
+
+
+def median_ratio(sift: Reader, poppler: Reader) -> float:
+    """Median over rounds of pdftotext's seconds over sift's: both read in turn, so a machine
+    busy with something else slows both alike."""
+    return statistics.median(p / s for s, p in zip(sift.seconds, poppler.seconds, strict=True))
+
+
+def bench_readers(pdf: bytes, rounds: int) -> dict[str, Reader]:
+    """Sift's first call (it starts a child), then sift warm with the one child that call started,
+    then with every child of the pool started (as after ``warm_up``; a PDF this big is then read
+    by all of them at once); pdftotext reads the file in turn with each warm round."""
+    from batch.fetch.sandbox import get_sandbox
+
+    readers = {name: Reader() for name in ("cold", "one", "every", "poppler one", "poppler every")}
+    read_with_sift(pdf, readers["cold"])
     with tempfile.NamedTemporaryFile(suffix=".pdf") as handle:
         handle.write(pdf)
         handle.flush()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.perf_counter()
-        for _ in range(rounds):
-            out = subprocess.run(["pdftotext", handle.name, "-"], check=True, capture_output=True).stdout
-        elapsed = time.perf_counter() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return Reading(PAGES * rounds / elapsed, cpu * 1000 / (PAGES * rounds), len(out.decode()))
+        for phase in ("one", "every"):
+            if phase == "every":
+                get_sandbox().warm_up()
+            for _ in range(rounds):
+                read_with_sift(pdf, readers[phase])
+                if shutil.which("pdftotext"):
+                    read_with_pdftotext(handle.name, readers[f"poppler {phase}"])
+    return readers
 
 
 def child_peak_kib() -> int:
@@ -165,29 +187,32 @@ def main() -> None:
         return
     pdf = make_pdf()
     print(f"generated PDF: {PAGES} pages, {len(pdf) / 1e6:.2f} MB\n")
-    print("| reader                                 | pages/s | CPU ms/page | characters |")
-    print("|----------------------------------------|--------:|------------:|-----------:|")
-    cold, one, shared = bench_sandbox(pdf, args.rounds)
-    print(f"| sift sandbox (first call, cold)        | {cold:>7.0f} |             | {one.characters:>10} |")
-    for name, reading in (("warm, one child started)  ", one), ("warm, every child started)", shared)):
+    readers = bench_readers(pdf, args.rounds)
+    print("| reader                                   | pages/s | CPU ms/page | characters |")
+    print("|------------------------------------------|--------:|------------:|-----------:|")
+    rows = [
+        ("sift sandbox (first call, cold)", "cold"),
+        ("sift sandbox (warm, one child started)", "one"),
+        ("sift sandbox (warm, every child started)", "every"),
+        ("pdftotext (poppler), beside one child", "poppler one"),
+        ("pdftotext (poppler), beside every child", "poppler every"),
+    ]
+    for label, name in rows:
+        reader = readers[name]
+        if reader.seconds:
+            # The first call's child starts inside it: its CPU time is not the reading's.
+            cpu = "" if name == "cold" else f"{reader.cpu_ms_per_page:.2f}"
+            print(f"| {label:<40} | {reader.pages_per_second:>7.0f} | {cpu:>11} | {reader.characters:>10} |")
+    if readers["poppler one"].seconds:
+        one = median_ratio(readers["one"], readers["poppler one"])
+        every = median_ratio(readers["every"], readers["poppler every"])
+        cpu = readers["poppler one"].cpu_ms_per_page / readers["one"].cpu_ms_per_page
         print(
-            f"| sift sandbox ({name} | {reading.pages_per_second:>7.0f} "
-            f"| {reading.cpu_ms_per_page:>11.2f} | {reading.characters:>10} |"
-        )
-    if shutil.which("pdftotext"):
-        poppler = bench_pdftotext(pdf, args.rounds)
-        print(
-            f"| pdftotext (poppler)                    | {poppler.pages_per_second:>7.0f} "
-            f"| {poppler.cpu_ms_per_page:>11.2f} | {poppler.characters:>10} |"
-        )
-        rate = poppler.pages_per_second
-        print(
-            f"\nratio sift warm sandbox / pdftotext, pages/s: {shared.pages_per_second / rate:.2f}"
-            f" (one child: {one.pages_per_second / rate:.2f});"
-            f" CPU time per page, pdftotext / sift: {poppler.cpu_ms_per_page / one.cpu_ms_per_page:.2f}"
+            f"\nratio sift warm sandbox / pdftotext, pages/s: {every:.2f} (one child: {one:.2f});"
+            f" CPU time per page, pdftotext / sift: {cpu:.2f}"
         )
     else:
-        print("| pdftotext (poppler)                    | not installed: apt-get install poppler-utils |")
+        print("\npdftotext (poppler) is not installed: apt-get install poppler-utils")
     print(
         "\n| document (grep) | size MB | process RSS before | process peak RSS | child peak RSS "
         "| seconds | outcome |"
