@@ -4,6 +4,12 @@ The PDF is generated here: 200 A4 pages of 46 lines of Helvetica text each (dete
 pseudo-words), Flate-compressed content streams, written by ``tests/fixtures/pdf_writer.py`` (a
 hand-written PDF writer of ~50 lines). Needs ``pdftotext`` (Debian: apt-get install poppler-utils).
 
+Sift is timed warm twice: with the one child its first call started, then with every child of
+the pool started (the PDF is then shared out between them). Each sift reading is followed by a
+pdftotext reading, so both see the same load; the ratio line gives the median of the rounds'
+ratios, and CPU time per page (the children's, from ``/proc``, and pdftotext's) shows what each
+reader costs whatever the load.
+
 Peak RSS is measured in fresh processes, one per document: the web/worker process (ru_maxrss)
 and the sandbox child that read the PDF (VmHWM), for that PDF and for a generated 20 MB HTML
 page run through ``extract`` with a grep for one line (so that the over-400,000-characters rule
@@ -19,7 +25,6 @@ import os
 import random
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +35,7 @@ from pathlib import Path
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 
 from bench.harness import REPO
+from bench.stats import median
 from tests.fixtures.pdf_writer import build_pdf
 
 PAGES = 200
@@ -116,7 +122,7 @@ def read_with_pdftotext(path: str, reader: Reader) -> None:
 def median_ratio(sift: Reader, poppler: Reader) -> float:
     """Median over rounds of pdftotext's seconds over sift's: both read in turn, so a machine
     busy with something else slows both alike."""
-    return statistics.median(p / s for s, p in zip(sift.seconds, poppler.seconds, strict=True))
+    return median(p / s for s, p in zip(sift.seconds, poppler.seconds, strict=True))
 
 
 def bench_readers(pdf: bytes, rounds: int) -> dict[str, Reader]:
