@@ -13,6 +13,11 @@ from batch.fetch.targets import PageRange
 PDF_CPU_SECONDS = 10.0
 PDF_CPU_SECONDS_PER_MIB = 1.0
 TIME_HINT = 'The PDF is too heavy to read whole: ask for fewer pages with pages, e.g. "1-20".'
+# A PDF at least this big is read by every idle child of the sandbox at once, each taking a run
+# of its pages (PDFium's text layout is most of the time, and it runs on one core per child);
+# a smaller one, or a few pages asked for by closed ranges, by one child.
+PDF_SHARED_MIN_BYTES = 64 << 10
+PDF_SHARED_MIN_PAGES = 8
 
 
 @dataclass(frozen=True)
@@ -31,7 +36,8 @@ def pdf_text(body: bytes, page_ranges: tuple[PageRange, ...] | None, *, max_char
     ``max_chars``, ``filter_timeout`` when PDFium runs out of time or memory.
     """
     cpu_seconds = PDF_CPU_SECONDS + PDF_CPU_SECONDS_PER_MIB * len(body) / (1 << 20)
-    reply, data = get_sandbox().run(
+    sandbox = get_sandbox()
+    replies = sandbox.run_shared(
         "pdf",
         {"ranges": [list(r) for r in page_ranges] if page_ranges else None, "max_chars": max_chars},
         body,
@@ -40,7 +46,11 @@ def pdf_text(body: bytes, page_ranges: tuple[PageRange, ...] | None, *, max_char
         subject="the PDF reader",
         hint=TIME_HINT,
         max_reply_bytes=max_chars * 4 + 1024,
+        max_children=sandbox.size if _worth_sharing(body, page_ranges) else 1,
     )
+    # Every part opens the whole document, so an unreadable file or a page range past the end
+    # is the same error in each; too long is too long in any part, or in all of them together.
+    reply = replies[0][0]
     error = reply.get("error")
     if error == "pages_out_of_range":
         total = int(reply["pages_total"])
@@ -55,15 +65,25 @@ def pdf_text(body: bytes, page_ranges: tuple[PageRange, ...] | None, *, max_char
             f"the PDF cannot be read: {reply.get('message', 'damaged file')}",
             "The file is damaged or password-protected; look for another copy of the document.",
         )
-    if error == "too_long":
+    if any(part.get("error") == "too_long" for part, _ in replies) or (
+        len(replies) > 1 and sum(int(part["chars"]) for part, _ in replies) > max_chars
+    ):
         raise FetchError(
             Outcome.TOO_LONG,
             f"the PDF's text is over {max_chars} characters",
             'Ask for fewer pages with pages, e.g. "1-20", or narrow with grep or question.',
         )
     return PdfText(
-        content=data.decode("utf-8", "replace"),
+        content=b"\n\n".join(data for part, data in replies if part["pages"]).decode("utf-8", "replace"),
         pages_total=int(reply["pages_total"]),
-        pages=[int(n) for n in reply["pages"]],
+        pages=[int(n) for part, _ in replies for n in part["pages"]],
         title=reply.get("title"),
     )
+
+
+def _worth_sharing(body: bytes, page_ranges: tuple[PageRange, ...] | None) -> bool:
+    if len(body) < PDF_SHARED_MIN_BYTES:
+        return False
+    if page_ranges is None or any(end is None for _, end in page_ranges):
+        return True
+    return sum(end - start + 1 for start, end in page_ranges if end is not None) >= PDF_SHARED_MIN_PAGES

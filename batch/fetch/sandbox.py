@@ -127,11 +127,13 @@ class _Child:
         """Wait for the frame the child sends once its imports and limits are in place."""
         self._read_frame(deadline, MAX_REPLY_HEADER_BYTES)
 
-    def exchange(self, header: bytes, payload: bytes, deadline: float, max_reply: int) -> tuple[bytes, bytes]:
+    def send(self, header: bytes, payload: bytes, deadline: float) -> None:
         self.requests += 1
         for frame in (header, payload):
             self._write(_LENGTH.pack(len(frame)), deadline)
             self._write(frame, deadline)
+
+    def receive(self, deadline: float, max_reply: int) -> tuple[bytes, bytes]:
         reply_header = self._read_frame(deadline, MAX_REPLY_HEADER_BYTES)
         return reply_header, self._read_frame(deadline, max_reply)
 
@@ -235,18 +237,57 @@ class Sandbox:
         cannot be started or breaks the protocol. ``subject`` ("the PDF reader") and ``hint``
         word those errors for the agent.
         """
+        (reply,) = self.run_shared(
+            op,
+            args,
+            payload,
+            cpu_seconds=cpu_seconds,
+            wall_seconds=wall_seconds,
+            subject=subject,
+            hint=hint,
+            max_reply_bytes=max_reply_bytes,
+            max_children=1,
+        )
+        return reply
+
+    def run_shared(
+        self,
+        op: str,
+        args: dict[str, Any],
+        payload: bytes,
+        *,
+        cpu_seconds: float,
+        wall_seconds: float,
+        subject: str,
+        hint: str,
+        max_reply_bytes: int,
+        max_children: int,
+    ) -> list[tuple[dict[str, Any], bytes]]:
+        """``run`` on up to ``max_children`` children at once, one reply each, in order.
+
+        The first child is waited for as in ``run``; the others are children idle at this moment,
+        never started nor waited for, so a busy pool serves the request as ``run`` would. With
+        more than one child, each request carries ``"part": [index, count]`` and the op shares
+        the work out by it; each child keeps its own CPU and memory limits, and every reply is in
+        by the same wall deadline. Raises as ``run`` does when any child fails.
+        """
         cpu_seconds, wall_seconds = _clamped(cpu_seconds, wall_seconds)
-        child = self._acquire(time.monotonic() + wall_seconds)
-        reusable = False
-        header = json.dumps({"op": op, "cpu_seconds": cpu_seconds, **args}).encode()
+        children = [self._acquire(time.monotonic() + wall_seconds)]
+        children += self._take_idle(max_children - 1)
+        deadline = time.monotonic() + wall_seconds
+        replies: list[tuple[dict[str, Any], bytes]] = []
+        child = children[0]
         try:
-            raw_header, data = child.exchange(
-                header, payload, time.monotonic() + wall_seconds, max_reply_bytes
-            )
-            reply = json.loads(raw_header)
-            if not isinstance(reply, dict):
-                raise _ChildMisbehaved("reply header is not an object")
-            reusable = reply.get("error") != "memory"
+            for index, child in enumerate(children):
+                part = {"part": [index, len(children)]} if len(children) > 1 else {}
+                header = json.dumps({"op": op, "cpu_seconds": cpu_seconds, **args, **part}).encode()
+                child.send(header, payload, deadline)
+            for child in children:
+                raw_header, data = child.receive(deadline, max_reply_bytes)
+                reply = json.loads(raw_header)
+                if not isinstance(reply, dict):
+                    raise _ChildMisbehaved("reply header is not an object")
+                replies.append((reply, data))
         except _ChildTimedOut:
             raise FetchError(
                 Outcome.FILTER_TIMEOUT, f"{subject} took longer than {wall_seconds:.1f} s", hint
@@ -262,10 +303,27 @@ class Sandbox:
                 Outcome.INTERNAL, f"{subject} failed", "Retry later; this is a fault in sift."
             ) from None
         finally:
-            self._release(child, reusable)
-        if reply.get("error") == "memory":
+            # A child whose reply was not read (another one failed first) is mid-request: replaced.
+            for index, each in enumerate(children):
+                answered = index < len(replies) and replies[index][0].get("error") != "memory"
+                self._release(each, reusable=answered)
+        if any(reply.get("error") == "memory" for reply, _ in replies):
             raise FetchError(Outcome.FILTER_TIMEOUT, f"{subject} ran out of memory", hint)
-        return reply, data
+        return replies
+
+    def _take_idle(self, most: int) -> list[_Child]:
+        """Up to ``most`` idle children, without waiting for one or starting one."""
+        taken: list[_Child] = []
+        with self._cond:
+            while self._idle and len(taken) < most:
+                child = self._idle.pop()
+                if child.alive:
+                    taken.append(child)
+                    continue
+                self._live -= 1
+                self._children.discard(child)
+                child.stop()
+        return taken
 
     def _acquire(self, deadline: float) -> _Child:
         with self._cond:
@@ -320,6 +378,11 @@ class Sandbox:
             self._cond.notify()
         if child is not None and not keep:
             child.stop()
+
+    def pids(self) -> list[int]:
+        """Process ids of this pool's children (for benchmarks that read their CPU time)."""
+        with self._cond:
+            return sorted(child.proc.pid for child in self._children)
 
     def warm_up(self) -> None:
         """Start every child now rather than on first use (for a worker that has just started)."""

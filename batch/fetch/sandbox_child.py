@@ -19,6 +19,8 @@ an abort inside PDFium, jq or libxml2. The parent tells these apart by how the c
 
 from __future__ import annotations
 
+import codecs
+import ctypes
 import importlib.util
 import json
 import math
@@ -34,6 +36,8 @@ from typing import Any, BinaryIO
 
 _LENGTH = struct.Struct(">I")
 MAX_REQUEST_FRAME = 64 << 20
+# A document read by several children at once is shared out in runs of at least this many pages.
+PDF_MIN_PAGES_PER_PART = 4
 # jq reads modules (``import "x" as $x {search: "/etc"};`` loads any ``x.json`` or ``x.jq``
 # it can open) only in directives at the very top of a program. Inside a definition a directive
 # is a syntax error, so a program compiled as the body of this wrapper can never load a file,
@@ -122,34 +126,93 @@ def _pages_wanted(ranges: list[list[int | None]] | None, total: int) -> list[int
     return sorted(wanted)
 
 
+def pdf_share(pages: list[int], part: list[int] | None) -> list[int]:
+    """The pages that part ``index`` of ``count`` (``part``) reads: a contiguous run of ``pages``.
+
+    Runs are of equal length (the last one shorter) and at least ``PDF_MIN_PAGES_PER_PART``
+    long, so a short document is read by the first part alone and the others get nothing.
+    """
+    if part is None:
+        return pages
+    index, count = part
+    size = max(math.ceil(len(pages) / count), PDF_MIN_PAGES_PER_PART)
+    return pages[index * size : (index + 1) * size]
+
+
+def _page_text(document: Any, number: int) -> str:
+    """The text of page ``number`` (1-based), as pypdfium2's ``PdfTextPage.get_text_range()``
+    returns it, without its helper objects (a page, a text page and finalizers per page)."""
+    import pypdfium2 as pdfium  # noqa: PLC0415 — imported at start-up by main(); here for mypy
+    import pypdfium2.raw as pdfium_c  # noqa: PLC0415
+
+    page = pdfium_c.FPDF_LoadPage(document, number - 1)
+    if not page:
+        raise pdfium.PdfiumError("Failed to load page.")
+    try:
+        textpage = pdfium_c.FPDFText_LoadPage(page)
+        if not textpage:
+            raise pdfium.PdfiumError("Failed to load text page.")
+        try:
+            return _text_range(textpage)
+        finally:
+            pdfium_c.FPDFText_ClosePage(textpage)
+    finally:
+        pdfium_c.FPDF_ClosePage(page)
+
+
+def _text_range(textpage: Any) -> str:
+    import pypdfium2 as pdfium  # noqa: PLC0415
+    import pypdfium2.raw as pdfium_c  # noqa: PLC0415
+
+    count = pdfium_c.FPDFText_CountChars(textpage)
+    if count == -1:
+        raise pdfium.PdfiumError("Failed to get character count.")
+    # Leading and trailing characters with no place in the text are left out of the range asked
+    # for, else PDFium reads past it (pypdfium2 issue 261, crbug.com/pdfium/2079).
+    text_index = pdfium_c.FPDFText_GetTextIndexFromCharIndex
+    first, last = 0, count - 1
+    while first <= last and text_index(textpage, first) == -1:
+        first += 1
+    while first <= last and text_index(textpage, last) == -1:
+        last -= 1
+    if first > last:
+        return ""
+    buffer = (ctypes.c_ushort * (text_index(textpage, last) + 2 - text_index(textpage, first)))()
+    written = pdfium_c.FPDFText_GetText(textpage, first, last - first + 1, buffer)
+    return codecs.decode(memoryview(buffer)[: written - 1], "utf-16-le", "ignore")
+
+
 def pdf_text(header: dict[str, Any], payload: bytes) -> Reply:
-    """Text of the chosen pages, each headed ``## Page N``."""
+    """Text of the chosen pages (of this part's share of them), each headed ``## Page N``.
+
+    ``chars`` in the reply counts the text as the budget does (each page's text plus two), so
+    that the caller of a document read in parts can add the parts up.
+    """
     import pypdfium2 as pdfium  # noqa: PLC0415 — imported at start-up by main(); here for mypy
 
     try:
         document = pdfium.PdfDocument(payload)
     except pdfium.PdfiumError as exc:
         return {"error": "pdf_invalid", "message": str(exc)}, ""
-    total = len(document)
-    pages = _pages_wanted(header.get("ranges"), total)
-    if pages is None:
-        return {"error": "pages_out_of_range", "pages_total": total}, ""
-    budget = int(header["max_chars"])
-    parts: list[str] = []
-    used = 0
-    for number in pages:
-        page = document[number - 1]
-        textpage = page.get_textpage()
-        text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n").strip()
-        textpage.close()
-        page.close()
-        parts.append(f"## Page {number}\n\n{text}".rstrip())
-        used += len(parts[-1]) + 2
-        if used > budget:
-            return {"error": "too_long", "limit": budget}, ""
-    title = (document.get_metadata_value("Title") or "").strip() or None
-    document.close()
-    return {"pages_total": total, "pages": pages, "title": title}, "\n\n".join(parts)
+    try:
+        total = len(document)
+        pages = _pages_wanted(header.get("ranges"), total)
+        if pages is None:
+            return {"error": "pages_out_of_range", "pages_total": total}, ""
+        pages = pdf_share(pages, header.get("part"))
+        budget = int(header["max_chars"])
+        parts: list[str] = []
+        used = 0
+        for number in pages:
+            text = _page_text(document.raw, number).replace("\r\n", "\n").replace("\r", "\n").strip()
+            parts.append(f"## Page {number}\n\n{text}".rstrip())
+            used += len(parts[-1]) + 2
+            if used > budget:
+                return {"error": "too_long", "limit": budget}, ""
+        title = (document.get_metadata_value("Title") or "").strip() or None
+    finally:
+        document.close()
+    return {"pages_total": total, "pages": pages, "title": title, "chars": used}, "\n\n".join(parts)
 
 
 def json_view(header: dict[str, Any], payload: bytes) -> Reply:
