@@ -391,7 +391,7 @@ def _settle_job(job_id: str, now: datetime) -> None:
 def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
     now = timezone.now()
     if busy.host_turn:
-        wait = min(max(busy.wait or 0.0, 0.0), settings.SIFT_BATCH_RETRY_FOR)
+        wait = max(busy.wait or 0.0, 0.0)  # exactly the turn's distance, however far
     else:
         first_busy = (
             BatchTarget.objects.filter(pk=claim.target_id).values_list("busy_since", flat=True).first() or now

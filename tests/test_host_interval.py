@@ -14,14 +14,14 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from batch import runner
+from batch import runner, worker
 from batch.api.validation import validate_targets
 from batch.fetch import hosts
 from batch.fetch.models import HostTurn
 from batch.models import BatchJob
 
 from .deployment import Deployment, wait_for
-from .factories import LOOPBACK
+from .factories import LOOPBACK, scripted_job
 from .sites import Answer, site
 
 INTERVAL = 0.5
@@ -73,6 +73,29 @@ def test_a_batch_spaces_one_hosts_targets_without_slowing_another_host(tmp_path,
     *spaced, other = job.targets.order_by("idx")
     assert other.finished_at < max(t.finished_at for t in spaced)
     assert all(t.busy_since is None for t in job.targets.all())  # turns never counted as busy
+
+
+def _not_due(caller: worker.Caller, target: object) -> worker.Result:
+    raise worker.RetryLater("the host's turn is 0.3 s away", wait=0.3, host_turn=True)
+
+
+def test_a_target_waiting_for_its_hosts_turn_is_pending_until_then_and_never_busy(agent, settings):
+    caller, _ = agent
+    settings.SIFT_BATCH_RETRY_WAIT = 5.0
+    settings.SIFT_BATCH_RETRY_FOR = 0.0  # any busy retry would give up at once
+    job = scripted_job(caller, "a=1")
+    for attempt in (1, 2, 3):
+        claim = worker.claim_next_target(timezone.now() + timedelta(seconds=attempt))
+        assert claim is not None
+        before = timezone.now()
+        worker.run_claim(claim, _not_due)
+        after = timezone.now()
+        target = job.targets.get()
+        assert (target.status, target.outcome, target.busy_since) == ("pending", None, None)
+        # Exactly the turn's distance: neither RETRY_WAIT's minimum nor RETRY_FOR's end applies.
+        turn = timedelta(seconds=0.3)
+        assert target.not_before is not None
+        assert before + turn <= target.not_before <= after + turn
 
 
 def test_a_fetch_waits_for_its_hosts_turn_then_answers(agent, open_loopback, settings):
