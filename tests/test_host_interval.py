@@ -160,9 +160,11 @@ def test_a_turn_is_not_due_before_the_last_request_ended_plus_the_interval(db, s
     settings.SIFT_FETCH_HOST_INTERVAL = 30.0
     with hosts.turn("http://example.org/a", since=None, wait=False):
         pass
-    with pytest.raises(hosts.HostNotDue) as not_due:
-        with hosts.turn("http://example.org/b", since=None, wait=False):
-            pass
+    with (
+        pytest.raises(hosts.HostNotDue) as not_due,
+        hosts.turn("http://example.org/b", since=None, wait=False),
+    ):
+        pass
     assert 29 < (not_due.value.retry_after or 0) <= 30
     assert not_due.value.outcome == "busy"
 
