@@ -57,7 +57,7 @@ def test_a_batch_spaces_one_hosts_targets_without_slowing_another_host(tmp_path,
         deployment.start_cluster()
         try:
             # The other host's target comes last, so it is not served first merely by its place.
-            targets = [busy.url(p) for p in paths] + [quiet.url("/")]
+            targets: list[object] = [*(busy.url(p) for p in paths), quiet.url("/")]
             job = runner.submit(caller, validate_targets(targets)).job
             wait_for(
                 lambda: not BatchJob.objects.get(pk=job.pk).is_live, timeout=60, what="the job to finish"
