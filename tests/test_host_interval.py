@@ -199,4 +199,5 @@ def test_of_many_processes_asking_at_once_one_gets_the_turn(db):
         thread.join()
     assert not errors
     assert sorted(answers)[0] == 0.0
-    assert all(29 < answer <= 30 for answer in sorted(answers)[1:]), answers
+    # Each loser counts from its own clock reading, taken a moment before or after the winner's.
+    assert all(29 < answer < 31 for answer in sorted(answers)[1:]), answers
