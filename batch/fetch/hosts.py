@@ -15,6 +15,7 @@ of the fetch deadline, or answers busy; a batch target never waits holding a wor
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,7 +43,7 @@ class HostNotDue(FetchError):
         super().__init__(
             Outcome.BUSY,
             f"sift spaces its requests to this site, and the next turn is {due_in:.1f} s away",
-            f"Retry after {max(1, round(due_in))} seconds, or send the URLs as one batch: "
+            f"Retry after {max(1, math.ceil(due_in))} seconds, or send the URLs as one batch: "
             "its targets wait for their turns without holding your request."
             if waited_for
             else "The target waits for its host's turn.",
