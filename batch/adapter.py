@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from batch.fetch import cache, client, pipeline
 from batch.fetch.errors import FetchError
+from batch.fetch.hosts import HostNotDue
 from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import Target
 from batch.webhooks import Answer
@@ -18,7 +19,10 @@ from batch.worker import Caller, Result, RetryLater, TargetFailed
 
 def fetch_target(caller: Caller, target: Target) -> Result:
     try:
-        envelope = pipeline.fetch(target, partition=cache.partition_for(caller.name, caller.caller_class))
+        partition = cache.partition_for(caller.name, caller.caller_class)
+        envelope = pipeline.fetch(target, partition=partition, wait_for_host=False)
+    except HostNotDue as exc:
+        raise RetryLater(exc.message, wait=exc.retry_after, host_turn=True) from None
     except FetchError as exc:
         if exc.outcome == Outcome.BUSY:
             raise RetryLater(exc.message, wait=exc.retry_after) from None

@@ -90,11 +90,16 @@ FetchFunc = Callable[[Caller, Target], Result]
 
 
 class RetryLater(Exception):
-    """The FetchFunc found the upstream or our fetch gate busy; try again after ``wait`` seconds."""
+    """The FetchFunc found the upstream or our fetch gate busy; try again after ``wait`` seconds.
 
-    def __init__(self, message: str = "busy", *, wait: float | None = None) -> None:
+    ``host_turn``: the upstream's host was not due yet (docs/politeness.md); the target waits
+    exactly ``wait`` for its turn, and such waits never use up ``RETRY_FOR``.
+    """
+
+    def __init__(self, message: str = "busy", *, wait: float | None = None, host_turn: bool = False) -> None:
         super().__init__(message)
         self.wait = wait
+        self.host_turn = host_turn
 
 
 class TargetFailed(Exception):
@@ -386,16 +391,19 @@ def _settle_job(job_id: str, now: datetime) -> None:
 
 def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
     now = timezone.now()
-    first_busy = (
-        BatchTarget.objects.filter(pk=claim.target_id).values_list("busy_since", flat=True).first() or now
-    )
-    if (now - first_busy).total_seconds() >= settings.SIFT_BATCH_RETRY_FOR:
-        error = f"still busy after {settings.SIFT_BATCH_RETRY_FOR:.0f}s of retrying: {busy}"
-        _finish(claim, TargetStatus.FAILED, failure=Failure(Outcome.BUSY, error, Outcome.BUSY.hint))
-        return
-    wait = _retry_wait(busy.wait)
+    if busy.host_turn:
+        wait = max(busy.wait or 0.0, 0.0)  # exactly the turn's distance, however far
+    else:
+        first_busy = (
+            BatchTarget.objects.filter(pk=claim.target_id).values_list("busy_since", flat=True).first() or now
+        )
+        if (now - first_busy).total_seconds() >= settings.SIFT_BATCH_RETRY_FOR:
+            error = f"still busy after {settings.SIFT_BATCH_RETRY_FOR:.0f}s of retrying: {busy}"
+            _finish(claim, TargetStatus.FAILED, failure=Failure(Outcome.BUSY, error, Outcome.BUSY.hint))
+            return
+        wait = _retry_wait(busy.wait)
     try:
-        _store_retry(claim, now, wait)
+        _store_retry(claim, now, wait, busy=not busy.host_turn)
     except Exception as error:
         if connection_lost(error):
             raise
@@ -418,14 +426,16 @@ def _retry_wait(asked: float | None) -> float:
     return wait if math.isnan(seconds) else max(wait, min(seconds, settings.SIFT_BATCH_RETRY_FOR))
 
 
-def _store_retry(claim: Claim, now: datetime, wait: float) -> None:
+def _store_retry(claim: Claim, now: datetime, wait: float, *, busy: bool = True) -> None:
+    """Back to pending until ``now + wait``; ``busy`` starts the ``RETRY_FOR`` clock if not yet started."""
+    busy_since = Coalesce(F("busy_since"), Value(now)) if busy else F("busy_since")
     with transaction.atomic():
         BatchTarget.objects.filter(
             pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
         ).update(
             status=TargetStatus.PENDING,
             not_before=now + timedelta(seconds=wait),
-            busy_since=Coalesce(F("busy_since"), Value(now)),
+            busy_since=busy_since,
             lease_until=None,
         )
         _release_slot(claim)

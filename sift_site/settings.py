@@ -188,6 +188,8 @@ SIFT_FETCH_ALLOW_CIDRS = env_networks("SIFT_FETCH_ALLOW_CIDRS")
 # fuzzing set it so that nothing they fetch can leave the machine.
 SIFT_FETCH_ONLY_ALLOWED = env_bool("SIFT_FETCH_ONLY_ALLOWED", False)
 SIFT_FETCH_ALLOW_PORTS = env_ports("SIFT_FETCH_ALLOW_PORTS", "80,443,8080,8443")
+# The least time between two requests to one host, deployment-wide; 0 is off (docs/politeness.md).
+SIFT_FETCH_HOST_INTERVAL = env_duration("SIFT_FETCH_HOST_INTERVAL", "0s")
 SIFT_CACHE_TTL = env_duration("SIFT_CACHE_TTL", "15m")
 SIFT_CACHE_MAX_BYTES = env_bytes("SIFT_CACHE_MAX_BYTES", "256MiB")
 # Rendering (docs/rendering.md): Debian's Chromium, renders at once deployment-wide, one render's

@@ -142,6 +142,7 @@ def test_the_five_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server
         "context",
         "recover",
         "render",
+        "robots",
     }
     assert fetch["properties"]["mode"]["enum"] == ["markdown", "text", "raw"]
     assert tools["batch_get"].input_schema["properties"]["wait"]["maximum"] == 60

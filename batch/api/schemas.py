@@ -28,7 +28,7 @@ from batch.summaries import job_summary  # noqa: F401 - where the API and MCP ta
 
 TARGETS_DESCRIPTION = (
     'Each target is a URL string, or {"url": "...", "options": {...}} with options '
-    "mode (markdown|text|raw), question, pages, grep, jq, context, recover, render (see docs/api.md)."
+    "mode (markdown|text|raw), question, pages, grep, jq, context, recover, render, robots (see docs/api.md)."
 )
 
 # A necessary condition only: http or https, then a host, and no spaces or control characters.
@@ -69,6 +69,7 @@ OPTION_SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "boolean",
         "description": "Run the page's scripts in a headless browser and read the rendered page.",
     },
+    "robots": {"type": "boolean", "description": "Obey the site's robots.txt (product token sift)."},
 }
 OPTIONS_SCHEMA: dict[str, Any] = _nullable(
     {
@@ -234,6 +235,7 @@ class FetchQuery(Schema):
     context: Annotated[bool | None, _query("context")] = None
     recover: Annotated[bool | None, _query("recover")] = None
     render: Annotated[bool | None, _query("render")] = None
+    robots: Annotated[bool | None, _query("robots")] = None
 
 
 class FetchEnvelope(Schema):

@@ -98,13 +98,14 @@ def cacheable(download: Download) -> bool:
     return download.status == 200 and "no-store" not in directives
 
 
-def store(partition: str, url: str, download: Download) -> None:
+def store(partition: str, url: str, download: Download, *, any_answer: bool = False) -> None:
     """Keep (or replace) this partition's copy of ``url``, then fit the byte budget.
 
+    ``any_answer`` keeps it whatever its status and ``Cache-Control`` (robots.txt: a 404 is a rule).
     A cache is an optimisation: a store the database refuses anyway is logged and skipped, and
     the fetch that produced the document still succeeds.
     """
-    if not cacheable(download) or len(download.body) > settings.SIFT_CACHE_MAX_BYTES:
+    if not (any_answer or cacheable(download)) or len(download.body) > settings.SIFT_CACHE_MAX_BYTES:
         return
     try:
         with transaction.atomic():

@@ -308,15 +308,14 @@ def _check_hop(url: str, hop: int) -> guard.Destination:
         ) from exc
 
 
-def _receive(url: str, response: BaseHTTPResponse, deadline: _Deadline) -> _Answer:
+def _receive(url: str, response: BaseHTTPResponse, deadline: _Deadline, limit: int) -> _Answer:
     received = _lower_headers(response)
     codings = decoding.codings(received)
-    limit = int(settings.SIFT_FETCH_MAX_BYTES)
     raw = _read_raw(response, decoding.slack(limit) if codings else limit, deadline)
     return _Answer(url, response.status, received, decoding.decode(raw, codings, limit, deadline))
 
 
-def _follow(url: str, extra: dict[str, str], deadline: _Deadline) -> _Answer:
+def _follow(url: str, extra: dict[str, str], deadline: _Deadline, limit: int) -> _Answer:
     current, origin = url, None
     for hop in range(MAX_REDIRECTS + 1):
         destination = _check_hop(current, hop)
@@ -330,7 +329,7 @@ def _follow(url: str, extra: dict[str, str], deadline: _Deadline) -> _Answer:
                 else None
             )
             if target is None:
-                return _receive(current, response, deadline)
+                return _receive(current, response, deadline, limit)
         current = target
     raise FetchError(
         Outcome.BLOCKED,
@@ -370,8 +369,17 @@ def _library_failure(exc: Exception, deadline: _Deadline) -> FetchError:
     )
 
 
-def download(url: str, *, headers: Mapping[str, str] | None = None) -> Download:
+def download(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    max_bytes: int | None = None,
+) -> Download:
     """GET ``url`` through the guard, following up to five redirects, within the deadline.
+
+    ``timeout`` and ``max_bytes`` default to ``SIFT_FETCH_TIMEOUT`` and ``SIFT_FETCH_MAX_BYTES``;
+    robots.txt asks for less, and a fetch that waited for its host's turn has less time left.
 
     Raises ``FetchError`` only: ``blocked``, ``timeout``, ``too_long``, ``unsupported``,
     ``upstream_5xx`` (no upstream status: the site could not be reached or sent garbage) and
@@ -379,9 +387,11 @@ def download(url: str, *, headers: Mapping[str, str] | None = None) -> Download:
     """
     started = time.monotonic()
     extra = _caller_headers(headers)
-    with _Deadline(float(settings.SIFT_FETCH_TIMEOUT)) as deadline:
+    seconds = float(settings.SIFT_FETCH_TIMEOUT) if timeout is None else timeout
+    limit = int(settings.SIFT_FETCH_MAX_BYTES) if max_bytes is None else max_bytes
+    with _Deadline(seconds) as deadline:
         try:
-            answer = _follow(url, extra, deadline)
+            answer = _follow(url, extra, deadline, limit)
         except _LIBRARY_ERRORS as exc:
             raise _library_failure(exc, deadline) from exc
     content_type, charset = parse.content_type(answer.headers.get("content-type"))

@@ -1,4 +1,5 @@
-"""The fetch pipeline's own tables: the gate's slots and the document cache (docs/fetch-pipeline.md).
+"""The fetch pipeline's own tables: the gate's slots, the document cache and the hosts' turns
+(docs/fetch-pipeline.md, docs/politeness.md).
 
 They belong to the ``fetch`` app; nothing here knows about jobs.
 """
@@ -67,3 +68,20 @@ class RenderSlot(models.Model):
 
     def __str__(self) -> str:
         return f"render slot {self.number}"
+
+
+class HostTurn(models.Model):
+    """When the next upstream request to ``host`` may go out, deployment-wide (docs/politeness.md).
+
+    Only kept while ``SIFT_FETCH_HOST_INTERVAL`` is on; a fetch takes its turn with a conditional
+    update on ``next_at``, so two processes can never take the same turn.
+    """
+
+    host = models.CharField(max_length=255, primary_key=True)
+    next_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["next_at"], name="host_turn_next_at")]
+
+    def __str__(self) -> str:
+        return f"host turn at {self.next_at:%H:%M:%S}"

@@ -6,7 +6,10 @@ batch is exactly many interactive fetches run by the workers. It raises only ``F
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from batch.fetch import cache, client, gate, headers, metrics, render, sandbox
+from batch.fetch import cache, client, gate, headers, hosts, metrics, render, robots, sandbox
 from batch.fetch.errors import FetchError
 from batch.fetch.extract import extract
 from batch.fetch.limits import EXTRACT_GRACE_SECONDS
@@ -22,6 +25,8 @@ from batch.fetch.models import CachedDocument
 from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import Target
 
+# The top-level request's turn at its host (``hosts.turn``), yielding the download's timeout.
+HostTurn = Callable[[], AbstractContextManager[float | None]]
 # Failures after which `recover: true` serves the last copy.
 RECOVERABLE = frozenset({Outcome.TIMEOUT, Outcome.UPSTREAM_5XX})
 
@@ -37,12 +42,19 @@ class Source:
     rendered: bool = False
 
 
-def fetch(target: Target, *, partition: str) -> dict[str, Any]:
-    """Fetch ``target`` for a caller whose documents live in ``partition`` (see ``cache.partition_for``)."""
+def fetch(target: Target, *, partition: str, wait_for_host: bool = True) -> dict[str, Any]:
+    """Fetch ``target`` for a caller whose documents live in ``partition`` (see ``cache.partition_for``).
+
+    Without ``wait_for_host`` (a batch target), a host whose turn has not come raises ``HostNotDue``.
+    """
     started = time.monotonic()
     outcome = "ok"
     try:
-        source = _obtain(target, partition)
+        if target.options.robots:
+            robots.check(target.url, partition)
+        since = started if target.options.robots else None  # robots.txt came out of the deadline
+        turn = functools.partial(hosts.turn, target.url, since=since, wait=wait_for_host)
+        source = _obtain(target, partition, turn)
         return _envelope(target, source, started)
     except FetchError as exc:
         outcome = exc.outcome
@@ -52,15 +64,16 @@ def fetch(target: Target, *, partition: str) -> dict[str, Any]:
         metrics.SECONDS.observe(time.monotonic() - started)
 
 
-def _obtain(target: Target, partition: str) -> Source:
+def _obtain(target: Target, partition: str, turn: HostTurn) -> Source:
     if target.options.render:
-        return _obtain_rendered(target, cache.rendered_partition(partition))
+        return _obtain_rendered(target, cache.rendered_partition(partition), turn)
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy):
         return _from_cache(copy)
     try:
-        with gate.fetch_slot():
-            download = client.download(target.url, headers=cache.conditional_headers(copy) if copy else None)
+        with turn() as timeout, gate.fetch_slot():
+            conditions = cache.conditional_headers(copy) if copy else None
+            download = client.download(target.url, headers=conditions, timeout=timeout)
         return _from_upstream(target, partition, download, copy)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
@@ -68,15 +81,15 @@ def _obtain(target: Target, partition: str) -> Source:
         raise
 
 
-def _obtain_rendered(target: Target, partition: str) -> Source:
+def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
     """The page as the browser left it, from the rendered partition or rendered now."""
     render.require_browser()
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy):
         return _rendered(_from_cache(copy))
     try:
-        with render.render_slot(), gate.fetch_slot(render.render_lease_seconds()):
-            download = client.download(target.url)
+        with turn() as timeout, render.render_slot(), gate.fetch_slot(render.render_lease_seconds()):
+            download = client.download(target.url, timeout=timeout)
             _raise_for_status(download)
             if download.content_type not in render.HTML_TYPES:
                 return Source(download, timezone.now())  # nothing to run: read as fetched

@@ -61,6 +61,7 @@ class TargetOptions:
     context: bool | None = None
     recover: bool = False
     render: bool = False
+    robots: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The options that differ from their defaults, which is the canonical form."""
@@ -228,7 +229,7 @@ def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOption
     if not isinstance(mode, str) or mode not in MODES:
         shown = printable(mode) if isinstance(mode, str) else type(mode).__name__
         raise InvalidTarget("options.mode", f"unknown mode {shown!r}", "Use one of: markdown, text, raw.")
-    for name in ("context", "recover", "render"):
+    for name in ("context", "recover", "render", "robots"):
         if raw.get(name) is not None and not isinstance(raw[name], bool):
             raise InvalidTarget(
                 f"options.{name}", f"{name} must be true or false", f"Send {name} as a JSON boolean."
@@ -242,6 +243,7 @@ def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOption
         context=raw.get("context"),
         recover=bool(raw.get("recover", False)),
         render=bool(raw.get("render", False)),
+        robots=bool(raw.get("robots", False)),
     )
     if options.pages is not None:
         parse_pages(options.pages)

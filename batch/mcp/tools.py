@@ -69,6 +69,11 @@ OPTION_PROPERTIES: dict[str, Any] = {
         "description": "Run the page's scripts in a headless browser and read the rendered page "
         "(for pages built by JavaScript; slower).",
     },
+    "robots": {
+        "type": "boolean",
+        "description": "Obey the site's robots.txt for the product token sift: a disallowed URL is "
+        "refused blocked.",
+    },
 }
 URL_PROPERTY = {"type": "string", "description": "An absolute http:// or https:// URL."}
 JOB_ID_PROPERTY = {
