@@ -289,7 +289,7 @@ def _finish(claim: Claim, status: str, *, result: object = None, failure: Failur
 def _evict_after(ref: TargetRef, stored: Stored) -> None:
     # The target is stored and its slot free; a failing eviction must not end the drain.
     try:
-        runner.evict_after_store(stored.caller_id, stored.n_bytes, job_ended=stored.job_ended)
+        runner.evict_after_store(stored.n_bytes, ended_for=stored.ended_for)
     except Exception:
         log.exception("job %s target %d: eviction after the store failed", ref.job_id, ref.idx)
 
@@ -315,11 +315,10 @@ def _finish_internal(claim: Claim) -> Stored | None:
 
 @dataclass(frozen=True)
 class Stored:
-    """What a store changed, for the eviction after it: whose job, how many bytes, did the job end."""
+    """What a store changed, for the eviction after it: the bytes, and whose job it ended, if it did."""
 
-    caller_id: int
     n_bytes: int
-    job_ended: bool
+    ended_for: int | None  # the caller's id
 
 
 def finish_target(
@@ -347,11 +346,17 @@ def finish_target(
         return None
     outcome = "ok" if failure is None else failure.outcome.value
     failed = 1 if status == TargetStatus.FAILED else 0
-    BatchJob.objects.filter(pk=ref.job_id).update(
-        targets_done=F("targets_done") + 1,
-        targets_failed=F("targets_failed") + failed,
-        n_bytes=F("n_bytes") + n_bytes,
-    )
+    counters = {
+        "targets_done": F("targets_done") + 1,
+        "targets_failed": F("targets_failed") + failed,
+        "n_bytes": F("n_bytes") + n_bytes,
+    }
+    job = BatchJob.objects.filter(pk=ref.job_id)
+    # Any target but the job's last is counted in one statement; the last one (the condition,
+    # checked on the row as it is once locked, fails only for it) settles the job as well.
+    last = not job.filter(targets_done__lt=F("targets_total") - 1).update(**counters)
+    if last:
+        job.update(**counters)
     metrics.TARGETS.labels(outcome).inc()
     log.info(
         "job %s target %d %s outcome=%s bytes=%d",
@@ -361,8 +366,7 @@ def finish_target(
         outcome,
         n_bytes,
     )
-    caller_id, ended = _settle_job(ref.job_id, now)
-    return Stored(caller_id, n_bytes, ended)
+    return Stored(n_bytes, _settle_job(ref.job_id, now) if last else None)
 
 
 def _storable_end(
@@ -396,29 +400,32 @@ def _in_table(outcome: object) -> Outcome:
         return Outcome.INTERNAL
 
 
-def _settle_job(job_id: str, now: datetime) -> tuple[int, bool]:
-    """Settle the job if its last target is in; its caller, and whether it settled.
+def _settle_job(job_id: str, now: datetime) -> int | None:
+    """Settle the job if its last target is in and it is live: its caller's id if it settled.
 
     The counters are read back after their ``UPDATE`` in the same transaction, which holds the
     job's row until it commits (on SQLite, the whole database): no other store or cancel can
     change them between the read and the settling ``UPDATE``, itself conditional all the same.
     """
-    status, done, total, failed, created_at, caller_id = (
+    counted = (
         BatchJob.objects.filter(pk=job_id)
         .values_list("status", "targets_done", "targets_total", "targets_failed", "created_at", "caller_id")
-        .get()
+        .first()
     )
+    if counted is None:
+        return None  # swept meanwhile, with its targets
+    status, done, total, failed, created_at, caller_id = counted
     if status not in LIVE_STATUSES or done != total:
-        return caller_id, False
+        return None
     final = JobStatus.DONE if failed == 0 else JobStatus.FAILED if failed == total else JobStatus.PARTIAL
     if not BatchJob.objects.filter(pk=job_id, status__in=LIVE_STATUSES).update(
         status=final, error=ALL_FAILED if final == JobStatus.FAILED else "", finished_at=now
     ):
-        return caller_id, False
+        return None
     metrics.JOBS.labels(final).inc()
     metrics.JOB_SECONDS.observe((now - created_at).total_seconds())
     log.info("job %s %s done=%d failed=%d", job_id, final, done, failed)
-    return caller_id, True
+    return caller_id
 
 
 def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
