@@ -152,9 +152,9 @@ def _lease() -> timedelta:
 class RecoveryClock:
     """When this process last looked for expired claim leases.
 
-    A claim looks at most every ``RECOVER_EVERY``: a lease lasts 30 s or more, so a lost target
-    waits a second longer at most, and a drain does not pay a query per target for it. A clock
-    that went back (a test's) makes the look due at once.
+    A claim looks at most every ``RECOVER_EVERY``: a lease outlasts a whole fetch, so a lost
+    target waits a second longer at most, and a drain does not pay a query per target for it.
+    A clock that went back (a test's) makes the look due at once.
     """
 
     def __init__(self) -> None:
