@@ -323,14 +323,15 @@ UNCHECKED_BYTES = UncheckedBytes()
 
 
 def evict_after_store(n_bytes: int, *, ended_for: int | None) -> Removed:
-    """After a worker stored a target of ``n_bytes``; ``ended_for``: the caller whose job that ended.
+    """After a worker stored a target of ``n_bytes``; ``ended_for`` is the caller whose job the store ended.
 
     A job that ended adds one to its caller's finished jobs: the caller's count is checked
     then, and only then, since nothing else a store does can put a caller over it. The byte
     budget is checked when a job ends and whenever ``UNCHECKED_BYTES`` says it is due.
     """
-    job_ended = ended_for is not None
-    removed = evict_callers_oldest(ended_for) if ended_for is not None else Removed()
-    if UNCHECKED_BYTES.check_due(n_bytes, job_ended=job_ended):
+    removed = Removed()
+    if ended_for is not None:
+        removed += evict_callers_oldest(ended_for)
+    if UNCHECKED_BYTES.check_due(n_bytes, job_ended=ended_for is not None):
         removed += evict_oldest()
     return removed
