@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -304,8 +305,44 @@ def evict_every_callers_oldest(keep: int | None = None) -> Removed:
     return removed
 
 
-def evict_after_finish(job_id: str) -> Removed:
-    """After a target is stored: the job's caller over its count, then everyone over the byte budget."""
-    caller_id = BatchJob.objects.filter(pk=job_id).values_list("caller_id", flat=True).first()
-    removed = evict_callers_oldest(caller_id) if caller_id is not None else Removed()
-    return removed + evict_oldest()
+# A worker checks the byte budget after storing this fraction of it (see ``UncheckedBytes``).
+BUDGET_CHECK_SHARE = 64
+
+
+class UncheckedBytes:
+    """The bytes this process stored since it last checked the byte budget.
+
+    Summing every job's bytes after each stored target would cost a query per target; instead a
+    worker checks when a job of its ends and once it has stored ``1/BUDGET_CHECK_SHARE`` of the
+    budget since its last check, so the budget is overshot by at most that share per worker.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def check_due(self, n_bytes: int, *, job_ended: bool) -> bool:
+        with self.lock:
+            self.count += n_bytes
+            if not job_ended and self.count * BUDGET_CHECK_SHARE < settings.SIFT_BATCH_MAX_BYTES:
+                return False
+            self.count = 0
+            return True
+
+
+UNCHECKED_BYTES = UncheckedBytes()
+
+
+def evict_after_store(n_bytes: int, *, ended_for: int | None) -> Removed:
+    """After a worker stored a target of ``n_bytes``; ``ended_for`` is the caller whose job the store ended.
+
+    A job that ended adds one to its caller's finished jobs: the caller's count is checked
+    then, and only then, since nothing else a store does can put a caller over it. The byte
+    budget is checked when a job ends and whenever ``UNCHECKED_BYTES`` says it is due.
+    """
+    removed = Removed()
+    if ended_for is not None:
+        removed += evict_callers_oldest(ended_for)
+    if UNCHECKED_BYTES.check_due(n_bytes, job_ended=ended_for is not None):
+        removed += evict_oldest()
+    return removed

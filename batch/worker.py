@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -56,6 +56,7 @@ TEST_FETCH_FUNC_RULE = "only a function of a module under tests/ or bench/ may r
 WORKER_SLOTS = SlotTable(WorkerSlot, holder="target_id", empty=None)
 
 MAX_LOST_LEASES = 3
+RECOVER_EVERY = timedelta(seconds=1)
 ALL_FAILED = "every target failed; each target's error and hint say why"
 IDLE_POLL_SECONDS = 0.2
 RECONNECT_SECONDS = 0.5
@@ -153,10 +154,34 @@ def _lease() -> timedelta:
 # --- claiming --------------------------------------------------------------------------------
 
 
+class RecoveryClock:
+    """When this process last looked for expired claim leases.
+
+    A claim looks at most every ``RECOVER_EVERY``: a lease outlasts a whole fetch, so a lost
+    target waits a second longer at most, and a drain does not pay a query per target for it.
+    A clock that went back (a test's) makes the look due at once.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last: datetime | None = None
+
+    def due(self, now: datetime) -> bool:
+        with self.lock:
+            if self.last is not None and self.last <= now < self.last + RECOVER_EVERY:
+                return False
+            self.last = now
+            return True
+
+
+RECOVERY = RecoveryClock()
+
+
 def claim_next_target(now: datetime | None = None) -> Claim | None:
     """Take a free slot and the next target in round-robin order, or ``None`` if either is missing."""
     now = now or timezone.now()
-    recover_lost_claims(now)
+    if RECOVERY.due(now):
+        recover_lost_claims(now)
     with transaction.atomic():
         slot = WORKER_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
         if slot is None:
@@ -171,19 +196,36 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
     return claim
 
 
-def _fairest_pending_target(now: datetime) -> BatchTarget | None:
+class PendingTarget(NamedTuple):
+    """The columns of a pending target, its job and its caller that a claim uses."""
+
+    pk: int
+    job_id: str
+    idx: int
+    url: str
+    options: dict[str, Any]
+    attempts: int
+    caller_class: str
+    caller_name: str
+
+
+def _fairest_pending_target(now: datetime) -> PendingTarget | None:
     """Live jobs take turns in submit order, one target per turn; a job's targets go in index order.
 
     Only the target row is locked, so two workers can take two targets of one job at once.
+    Plain values, not model instances: building those cost more than the query.
     """
-    return (
+    row = (
         BatchTarget.objects.select_for_update(skip_locked=True, of=("self",))
-        .select_related("job__caller")
         .filter(status=TargetStatus.PENDING, job__status__in=LIVE_STATUSES)
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
         .order_by(F("job__served_at").asc(nulls_first=True), "job__created_at", "job_id", "idx")
+        .values_list(
+            "pk", "job_id", "idx", "url", "options", "attempts", "job__caller_class", "job__caller__name"
+        )
         .first()
     )
+    return None if row is None else PendingTarget(*row)
 
 
 def _serve_job(job_id: str, now: datetime) -> bool:
@@ -193,14 +235,14 @@ def _serve_job(job_id: str, now: datetime) -> bool:
     nothing (the target then never starts); a cancel after it waits for this transaction and
     finds the target in flight, which is let finish (docs/workers.md, "Fairness").
     """
+    # Every live status being served becomes running (a queued job starts, a running one stays).
     served = BatchJob.objects.filter(pk=job_id, status__in=LIVE_STATUSES).update(
-        served_at=now,
-        status=Case(When(status=JobStatus.QUEUED, then=Value(JobStatus.RUNNING)), default=F("status")),
+        served_at=now, status=JobStatus.RUNNING
     )
     return bool(served)
 
 
-def _take(slot: int, target: BatchTarget, now: datetime) -> Claim:
+def _take(slot: int, target: PendingTarget, now: datetime) -> Claim:
     lease_until = now + _lease()
     attempt = target.attempts + 1
     BatchTarget.objects.filter(pk=target.pk).update(
@@ -211,14 +253,13 @@ def _take(slot: int, target: BatchTarget, now: datetime) -> Claim:
         not_before=None,
     )
     WORKER_SLOTS.hold(slot, target.pk, lease_until)
-    job = target.job
     return Claim(
         target_id=target.pk,
-        job_id=job.pk,
+        job_id=target.job_id,
         idx=target.idx,
         attempt=attempt,
         slot=slot,
-        caller=Caller(job.caller.name, job.caller_class),
+        caller=Caller(target.caller_name, target.caller_class),
         target=Target.from_stored(target.url, target.options),
     )
 
@@ -261,19 +302,19 @@ def _finish(claim: Claim, status: str, *, result: object = None, failure: Failur
             raise  # not a value the database refused: the drain waits and stores it again
         log.exception("job %s target %d: storing its end failed", claim.job_id, claim.idx)
         stored = _finish_internal(claim)
-    if stored:
-        _evict_after(claim)
+    if stored is not None:
+        _evict_after(claim, stored)
 
 
-def _evict_after(ref: TargetRef) -> None:
+def _evict_after(ref: TargetRef, stored: Stored) -> None:
     # The target is stored and its slot free; a failing eviction must not end the drain.
     try:
-        runner.evict_after_finish(ref.job_id)
+        runner.evict_after_store(stored.n_bytes, ended_for=stored.ended_for)
     except Exception:
         log.exception("job %s target %d: eviction after the store failed", ref.job_id, ref.idx)
 
 
-def _finish_internal(claim: Claim) -> bool:
+def _finish_internal(claim: Claim) -> Stored | None:
     """End the target ``internal`` in a fresh transaction; free the slot even if that fails too."""
     try:
         with transaction.atomic():
@@ -283,7 +324,7 @@ def _finish_internal(claim: Claim) -> bool:
         if connection_lost(error):
             raise
         log.exception("job %s target %d: storing internal failed as well", claim.job_id, claim.idx)
-        stored = False
+        stored = None
         try:
             _release_slot(claim)
         except Exception:
@@ -292,10 +333,18 @@ def _finish_internal(claim: Claim) -> bool:
     return stored
 
 
+@dataclass(frozen=True)
+class Stored:
+    """What a store changed, for the eviction after it: the bytes, and whose job it ended, if it did."""
+
+    n_bytes: int
+    ended_for: int | None  # the caller's id
+
+
 def finish_target(
     ref: TargetRef, status: str, *, result: object = None, failure: Failure | None = None
-) -> bool:
-    """Store a target's end and update its job, inside the caller's transaction.
+) -> Stored | None:
+    """Store a target's end and update its job, inside the caller's transaction; ``None`` if not current.
 
     Only the claim that is still current (same attempt, still running) may store; the last
     target of a live job also settles the job's status and ``finished_at``. What is stored is
@@ -314,14 +363,20 @@ def finish_target(
         error="" if failure is None else failure.error,
         hint="" if failure is None else failure.hint,
     ):
-        return False
+        return None
     outcome = "ok" if failure is None else failure.outcome.value
     failed = 1 if status == TargetStatus.FAILED else 0
-    BatchJob.objects.filter(pk=ref.job_id).update(
-        targets_done=F("targets_done") + 1,
-        targets_failed=F("targets_failed") + failed,
-        n_bytes=F("n_bytes") + n_bytes,
-    )
+    counters = {
+        "targets_done": F("targets_done") + 1,
+        "targets_failed": F("targets_failed") + failed,
+        "n_bytes": F("n_bytes") + n_bytes,
+    }
+    job = BatchJob.objects.filter(pk=ref.job_id)
+    # Any target but the job's last is counted in one statement; the last one (the condition,
+    # checked on the row as it is once locked, fails only for it) settles the job as well.
+    last = not job.filter(targets_done__lt=F("targets_total") - 1).update(**counters)
+    if last:
+        job.update(**counters)
     metrics.TARGETS.labels(outcome).inc()
     log.info(
         "job %s target %d %s outcome=%s bytes=%d",
@@ -331,8 +386,7 @@ def finish_target(
         outcome,
         n_bytes,
     )
-    _settle_job(ref.job_id, now)
-    return True
+    return Stored(n_bytes, _settle_job(ref.job_id, now) if last else None)
 
 
 def _storable_end(
@@ -366,27 +420,33 @@ def _in_table(outcome: object) -> Outcome:
         return Outcome.INTERNAL
 
 
-def _settle_job(job_id: str, now: datetime) -> None:
-    settled = BatchJob.objects.filter(
-        pk=job_id, status__in=LIVE_STATUSES, targets_done=F("targets_total")
-    ).update(
-        status=Case(
-            When(targets_failed=0, then=Value(JobStatus.DONE)),
-            When(targets_failed=F("targets_total"), then=Value(JobStatus.FAILED)),
-            default=Value(JobStatus.PARTIAL),
-        ),
-        error=Case(
-            When(targets_failed=F("targets_total"), then=Value(ALL_FAILED)),
-            default=Value(""),
-        ),
-        finished_at=now,
+def _settle_job(job_id: str, now: datetime) -> int | None:
+    """Settle the job if its last target is in and it is live: its caller's id if it settled.
+
+    The counters are read back after their ``UPDATE`` in the same transaction, which holds the
+    job's row until it commits (on SQLite, the whole database): no other store or cancel can
+    change them between the read and the settling ``UPDATE``, itself conditional all the same.
+    """
+    counted = (
+        BatchJob.objects.filter(pk=job_id)
+        .values_list("status", "targets_done", "targets_total", "targets_failed", "created_at", "caller_id")
+        .first()
     )
-    if settled:
-        webhooks.job_finished(job_id, now)
-        job = BatchJob.objects.only("status", "created_at", "targets_done", "targets_failed").get(pk=job_id)
-        metrics.JOBS.labels(job.status).inc()
-        metrics.JOB_SECONDS.observe((now - job.created_at).total_seconds())
-        log.info("job %s %s done=%d failed=%d", job_id, job.status, job.targets_done, job.targets_failed)
+    if counted is None:
+        return None  # swept meanwhile, with its targets
+    status, done, total, failed, created_at, caller_id = counted
+    if status not in LIVE_STATUSES or done != total:
+        return None
+    final = JobStatus.DONE if failed == 0 else JobStatus.FAILED if failed == total else JobStatus.PARTIAL
+    if not BatchJob.objects.filter(pk=job_id, status__in=LIVE_STATUSES).update(
+        status=final, error=ALL_FAILED if final == JobStatus.FAILED else "", finished_at=now
+    ):
+        return None
+    webhooks.job_finished(job_id, now)
+    metrics.JOBS.labels(final).inc()
+    metrics.JOB_SECONDS.observe((now - created_at).total_seconds())
+    log.info("job %s %s done=%d failed=%d", job_id, final, done, failed)
+    return caller_id
 
 
 def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
@@ -408,8 +468,9 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
         if connection_lost(error):
             raise
         log.exception("job %s target %d: storing the retry failed", claim.job_id, claim.idx)
-        if _finish_internal(claim):
-            _evict_after(claim)
+        stored = _finish_internal(claim)
+        if stored is not None:
+            _evict_after(claim, stored)
         return
     log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
 
@@ -457,10 +518,12 @@ def recover_lost_claims(now: datetime | None = None) -> int:
         )
     )
     for target_id, job_id, idx, attempt, lost_leases in lost:
+        ref = TargetRef(target_id, job_id, idx, attempt)
+        stored = None
         with transaction.atomic():
             if lost_leases + 1 >= MAX_LOST_LEASES:
-                finish_target(
-                    TargetRef(target_id, job_id, idx, attempt),
+                stored = finish_target(
+                    ref,
                     TargetStatus.FAILED,
                     failure=Failure(
                         Outcome.WORKER_LOST,
@@ -474,8 +537,8 @@ def recover_lost_claims(now: datetime | None = None) -> int:
                 ).update(status=TargetStatus.PENDING, lease_until=None, lost_leases=F("lost_leases") + 1)
             WORKER_SLOTS.release_held_by(target_id)
         log.warning("job %s target %d: claim lease expired (lost %d)", job_id, idx, lost_leases + 1)
-        if lost_leases + 1 >= MAX_LOST_LEASES:
-            _evict_after(TargetRef(target_id, job_id, idx, attempt))
+        if stored is not None:
+            _evict_after(ref, stored)
     return len(lost)
 
 

@@ -25,7 +25,9 @@ host's clock throughout. Per target, in the order one worker ran them:
 
 Per job: ``submit`` is the ``runner.submit`` call, ``wake`` runs from the start of that call to
 the first ``started_at`` (the cluster picking up the drain task), ``drain`` from the first
-``started_at`` to the job's ``finished_at``, and ``total`` = ``wake`` + ``drain``.
+``started_at`` to the job's ``finished_at``, and ``total`` = ``wake`` + ``drain``. Under the
+table, the CPU the cluster's processes and the database's backends used per measured target
+(idle polling between jobs included): on a busy machine it moves far less than the times do.
 Nothing is fetched: the target URLs are under ``.invalid`` and the only traffic is to the
 database on 127.0.0.1.
 """
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench import harness
-from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group
+from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, cores_by_group, descendants
 from bench.postgres import BenchDatabase, server_settings
 from bench.stats import median, percentile
 
@@ -177,6 +179,8 @@ def figures(job: JobRun) -> Figures:
 class CpuUse:
     ours: float
     others: float
+    cluster_seconds: float  # CPU seconds of the cluster's processes over the window
+    postgres_seconds: float  # and of the PostgreSQL backends on the bench database
 
 
 class CpuMeter:
@@ -197,9 +201,15 @@ class CpuMeter:
     def stop(self) -> CpuUse:
         seconds = time.monotonic() - self.began
         after = CpuSnapshot.take()
-        ours = [*bench_processes([self.cluster_pid], after.processes), *DATABASE.backend_pids()]
-        cores = cores_by_group(self.before, after, {"ours": ours}, seconds)
-        return CpuUse(ours=cores["ours"], others=max(cores["other"], 0))
+        cluster = [self.cluster_pid, *descendants(self.cluster_pid, after.processes)]
+        groups = {"bench": [os.getpid()], "cluster": cluster, "postgres": DATABASE.backend_pids()}
+        cores = cores_by_group(self.before, after, groups, seconds)
+        return CpuUse(
+            ours=cores["bench"] + cores["cluster"] + cores["postgres"],
+            others=max(cores["other"], 0),
+            cluster_seconds=cores["cluster"] * seconds,
+            postgres_seconds=cores["postgres"] * seconds,
+        )
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -242,6 +252,12 @@ def print_summary(measured: list[Figures], n_targets: int, cpu: CpuUse) -> None:
     print(
         f"CPU over the measured jobs: bench + cluster + PostgreSQL {cpu.ours:.2f} cores, "
         f"other work {cpu.others:.2f} cores (of {os.cpu_count()})"
+    )
+    n_targets_measured = n_targets * len(measured)
+    print(
+        f"CPU per target: cluster {ms(cpu.cluster_seconds) / n_targets_measured:.1f} ms, "
+        f"PostgreSQL {ms(cpu.postgres_seconds) / n_targets_measured:.1f} ms "
+        "(with the cluster's idle polling between jobs; moves less with other load than the times)"
     )
     if cpu.others > BUSY_MACHINE_CORES:
         print("WARNING: other work competed for the CPU; these figures are too high to quote")
