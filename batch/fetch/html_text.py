@@ -218,6 +218,11 @@ def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
     with TRAFILATURA_LOCK:
         recall = _trafilatura(tree, markdown=markdown, favor_recall=True)
         precise = _trafilatura(tree, markdown=markdown, favor_precision=True)
+    return choose_reading(recall, precise)
+
+
+def choose_reading(recall: str, precise: str) -> str:
+    """The precise reading, unless it holds less than ``PRECISE_KEEPS`` of the recall one."""
     return precise if len(precise) >= PRECISE_KEEPS * len(recall) else recall
 
 
