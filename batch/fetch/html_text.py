@@ -1,9 +1,12 @@
 """The main content of an HTML page as Markdown or plain text, with its title, language and
 canonical URL.
 
-trafilatura finds the main content; when it finds none, or only a scrap of a page that holds
-much more text (an index, a form, an app shell), the whole page is flattened instead, so the
-agent still gets the text it asked for.
+trafilatura finds the main content, read twice (favouring recall, then precision; the precise
+reading wins unless it cut into the text). On a thread or a listing, where the extract is one of
+a run of sibling posts or items built alike, every sibling's body is the content. When trafilatura
+finds nothing, or only a scrap of a page that holds much more text (an index, a form, an app
+shell), the whole page is flattened instead, so the agent still gets the text it asked for. Text
+mode leaves the page's title to the metadata (docs/fetch-content.md).
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
 hostile page costs a limited child its memory and CPU, not a web or worker process. The child
