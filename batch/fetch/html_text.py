@@ -219,8 +219,8 @@ def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
     itself; it is kept unless it holds less than ``PRECISE_KEEPS`` of the recall reading.
     """
     with TRAFILATURA_LOCK:
-        recall = _trafilatura(tree, markdown=markdown, favor_recall=True)
-        precise = _trafilatura(tree, markdown=markdown, favor_precision=True)
+        recall = _trafilatura(tree, markdown=markdown, precision=False)
+        precise = _trafilatura(tree, markdown=markdown, precision=True)
     return choose_reading(recall, precise)
 
 
@@ -229,7 +229,7 @@ def choose_reading(recall: str, precise: str) -> str:
     return precise if len(precise) >= PRECISE_KEEPS * len(recall) else recall
 
 
-def _trafilatura(tree: lxml.html.HtmlElement, *, markdown: bool, **favor: bool) -> str:
+def _trafilatura(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool) -> str:
     # The URL is deliberately not given to trafilatura: it would write it into its log lines,
     # and sift's logs never carry a URL (docs/metrics.md).
     content = trafilatura.extract(
@@ -241,7 +241,8 @@ def _trafilatura(tree: lxml.html.HtmlElement, *, markdown: bool, **favor: bool) 
         include_formatting=markdown,
         include_links=False,
         include_images=False,
-        **favor,
+        favor_precision=precision,
+        favor_recall=not precision,
     )
     return content or ""
 
