@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from urllib.parse import urljoin, urlsplit
@@ -130,19 +131,12 @@ def peer_items(tree: lxml.html.HtmlElement, content: str) -> list[lxml.html.Html
     first = _SPACES.sub(" ", first).strip()[:PROBE_CHARS]
     if not first:
         return None
-    groups: dict[tuple[object, str, str], list[lxml.html.HtmlElement]] = {}
-    for element in tree.iter(*_PEER_TAGS):
-        first_class, parent = _first_class(element), element.getparent()
-        if first_class and parent is not None:
-            groups.setdefault((parent, element.tag, first_class), []).append(element)
     best: list[lxml.html.HtmlElement] | None = None
     best_chars = PEERS_GAIN * len(content)
-    for items in groups.values():
-        if len(items) < PEERS_MIN:
-            continue
+    for holder_element, items in _sibling_runs(tree, first):
         texts = [_SPACES.sub(" ", item.text_content()) for item in items]
-        holder = next((n for n, text in enumerate(texts) if first in text), None)
-        if holder is None:
+        holder = items.index(holder_element)
+        if first not in texts[holder]:
             continue
         shape = _shape(items[holder])
         alike = [n for n, item in enumerate(items) if _similar(_shape(item), shape)]
@@ -153,6 +147,28 @@ def peer_items(tree: lxml.html.HtmlElement, content: str) -> list[lxml.html.Html
             path = _path_to_text(items[holder], first)
             best, best_chars = [_follow(items[n], path) for n in alike], chars
     return best
+
+
+def _sibling_runs(
+    tree: lxml.html.HtmlElement, first: str
+) -> Iterator[tuple[lxml.html.HtmlElement, list[lxml.html.HtmlElement]]]:
+    """Each block around the text that starts ``first`` (a classed article, div, li, section or
+    main) with its siblings of the same tag and first class, when they are ``PEERS_MIN`` or more.
+    """
+    start = first[:PROBE_MIN_CHARS]
+    seen: set[lxml.html.HtmlElement] = set()
+    for node in tree.xpath("//text()[contains(normalize-space(.), $start)]", start=start):
+        element = node.getparent()
+        if element is not None and node.is_tail:
+            element = element.getparent()
+        while element is not None and element not in seen:
+            seen.add(element)
+            parent, kind = element.getparent(), _kind(element)
+            if element.tag in _PEER_TAGS and kind[1] and parent is not None:
+                items = [child for child in parent if isinstance(child.tag, str) and _kind(child) == kind]
+                if len(items) >= PEERS_MIN:
+                    yield element, items
+            element = parent
 
 
 def _path_to_text(item: lxml.html.HtmlElement, first: str) -> list[tuple[str, str]]:
