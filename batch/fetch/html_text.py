@@ -1,9 +1,12 @@
 """The main content of an HTML page as Markdown or plain text, with its title, language and
 canonical URL.
 
-trafilatura finds the main content; when it finds none, or only a scrap of a page that holds
-much more text (an index, a form, an app shell), the whole page is flattened instead, so the
-agent still gets the text it asked for.
+trafilatura finds the main content, read twice (favouring recall, then precision; the precise
+reading wins unless it cut into the text). On a thread or a listing, where the extract is one of
+a run of sibling posts or items built alike, every sibling's body is the content. When trafilatura
+finds nothing, or only a scrap of a page that holds much more text (an index, a form, an app
+shell), the whole page is flattened instead, so the agent still gets the text it asked for. Text
+mode leaves the page's title to the metadata (docs/fetch-content.md).
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
 hostile page costs a limited child its memory and CPU, not a web or worker process. The child
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from urllib.parse import urljoin, urlsplit
@@ -26,6 +30,24 @@ from lxml import etree
 # trafilatura's own "too short to be the main text" threshold (MIN_EXTRACTED_SIZE).
 SHORT_MAIN_CHARS = 250
 SHORT_RATIO = 4
+# The precise reading of the main content is kept when it holds at least this share of the
+# recall reading's characters (below it, precision cut into the text itself).
+PRECISE_KEEPS = 0.5
+# A thread's posts (a listing's items) are siblings alike in tag and class: at least this many,
+# holding at least this many times the text of the one the extractor chose.
+PEERS_MIN = 3
+PEERS_GAIN = 1.5
+# Two blocks are built alike when they share this share of their kinds of elements.
+PEERS_ALIKE = 0.5
+# The sibling holding the extract holds at most this many times the text of the middle one of
+# its peers: a whole article among teasers built like it (an endless-scroll page) stands alone.
+PEERS_SPREAD = 5
+# The extract is looked for by its first line of at least PROBE_MIN_CHARS, up to PROBE_CHARS of it.
+PROBE_MIN_CHARS = 40
+PROBE_CHARS = 120
+_PEER_TAGS = ("article", "div", "li", "section", "main")
+# A leading line that is part of the page's title, this long or longer, repeats it.
+TITLE_PART_MIN_CHARS = 12
 # trafilatura's time grows with the number of elements, faster than linearly past ~100,000
 # (240,000 paragraphs: 10 s and 500 MB). A page with more elements than this is flattened whole
 # instead (a 20 MB page: about 2 s, 250 MB); the "main content" of such a page (a specification,
@@ -33,6 +55,7 @@ SHORT_RATIO = 4
 MAIN_CONTENT_MAX_ELEMENTS = 50_000
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
 _SPACES = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
 _PREFIX_ONLY = re.compile(r"#{1,6}|-")
 # Elements whose text is never page content.
 _SKIPPED = frozenset(
@@ -78,26 +101,198 @@ def _element_count(tree: lxml.html.HtmlElement, stop: int) -> int:
 
 
 def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
-    # The URL is deliberately not given to trafilatura: it would write it into its log lines,
-    # and sift's logs never carry a URL (docs/metrics.md).
-    with TRAFILATURA_LOCK:
-        content = trafilatura.extract(
-            tree,
-            output_format="markdown" if markdown else "txt",
-            include_comments=False,
-            include_tables=True,
-            include_formatting=markdown,
-            include_links=False,
-            include_images=False,
-        )
-    content = content or ""
+    content = _trafilatura_main(tree, markdown=markdown)
     if len(content) < SHORT_MAIN_CHARS:
         whole = whole_page_text(tree, markdown=markdown)
         # A short extract from a page with much more text is a guess gone wrong (a cookie
         # banner, a caption): the whole page serves the agent better.
         if len(whole) > SHORT_RATIO * len(content):
             return whole
+    peers = peer_items(tree, content)
+    if peers:
+        content = "\n\n".join(whole_page_text(item, markdown=markdown) for item in peers)
+    if not markdown:
+        content = drop_title_lines(content, page_titles(tree))
     return content
+
+
+def peer_items(tree: lxml.html.HtmlElement, content: str) -> list[lxml.html.HtmlElement] | None:
+    """The posts of a thread (the items of a listing) when ``content`` holds only one of them.
+
+    Main-content extractors look for one block; on a forum thread, a Q&A page or a list of
+    results the content is a run of sibling blocks built alike (same tag and first class, mostly
+    the same elements inside), each a post or an item, and the extract is one of them. When the
+    extract's first line lies inside one of at least ``PEERS_MIN`` such siblings, and
+    they hold ``PEERS_GAIN`` times the extract's text, the siblings are the content. Comments
+    under an article do not qualify (the article is not inside one), nor do a layout's rows
+    (not built alike).
+    """
+    first = next((line for line in content.split("\n") if len(line) >= PROBE_MIN_CHARS), "")
+    first = _SPACES.sub(" ", first).strip()[:PROBE_CHARS]
+    if not first:
+        return None
+    best: list[lxml.html.HtmlElement] | None = None
+    best_chars = PEERS_GAIN * len(content)
+    for holder_element, items in _sibling_runs(tree, first):
+        texts = [_SPACES.sub(" ", item.text_content()) for item in items]
+        holder = items.index(holder_element)
+        if first not in texts[holder]:
+            continue
+        shape = _shape(items[holder])
+        alike = [n for n, item in enumerate(items) if _similar(_shape(item), shape)]
+        sizes = sorted(len(texts[n]) for n in alike)
+        chars = sum(sizes)
+        middle = sizes[len(sizes) // 2]
+        if len(alike) >= PEERS_MIN and chars > best_chars and len(texts[holder]) <= PEERS_SPREAD * middle:
+            path = _path_to_text(items[holder], first)
+            best, best_chars = [_follow(items[n], path) for n in alike], chars
+    return best
+
+
+def _sibling_runs(
+    tree: lxml.html.HtmlElement, first: str
+) -> Iterator[tuple[lxml.html.HtmlElement, list[lxml.html.HtmlElement]]]:
+    """Each block around the text that starts ``first`` (a classed article, div, li, section or
+    main) with its siblings of the same tag and first class, when they are ``PEERS_MIN`` or more.
+    """
+    start = first[:PROBE_MIN_CHARS]
+    seen: set[lxml.html.HtmlElement] = set()
+    for node in tree.xpath("//text()[contains(normalize-space(.), $start)]", start=start):
+        element = node.getparent()
+        if element is not None and node.is_tail:
+            element = element.getparent()
+        while element is not None and element not in seen:
+            seen.add(element)
+            parent, kind = element.getparent(), _kind(element)
+            if element.tag in _PEER_TAGS and kind[1] and parent is not None:
+                items = [child for child in parent if isinstance(child.tag, str) and _kind(child) == kind]
+                if len(items) >= PEERS_MIN:
+                    yield element, items
+            element = parent
+
+
+def _path_to_text(item: lxml.html.HtmlElement, first: str) -> list[tuple[str, str]]:
+    """The steps (tag, first class) from ``item`` down to the smallest container holding the
+    extract's first line: a post's body without its author box and buttons."""
+    path: list[tuple[str, str]] = []
+    node = item
+    while True:
+        inner = next(
+            (
+                child
+                for child in node
+                if child.tag in _PEER_TAGS and first in _SPACES.sub(" ", child.text_content())
+            ),
+            None,
+        )
+        if inner is None:
+            return path
+        path.append(_kind(inner))
+        node = inner
+
+
+def _follow(item: lxml.html.HtmlElement, path: list[tuple[str, str]]) -> lxml.html.HtmlElement:
+    """The block at ``path`` inside ``item``, or ``item`` itself when it is built otherwise."""
+    node = item
+    for tag, first_class in path:
+        node = next(
+            (child for child in node if child.tag == tag and _first_class(child) == first_class),
+            None,
+        )
+        if node is None:
+            return item
+    return node
+
+
+def _shape(element: lxml.html.HtmlElement) -> frozenset[tuple[str, str]]:
+    """The kinds of elements (tag, first class) among a block's children and grandchildren."""
+    kinds: set[tuple[str, str]] = set()
+    for child in element:
+        kinds.update(_kind(node) for node in (child, *child) if isinstance(node.tag, str))
+    return frozenset(kinds)
+
+
+def _kind(element: lxml.html.HtmlElement) -> tuple[str, str]:
+    return element.tag, _first_class(element)
+
+
+def _first_class(element: lxml.html.HtmlElement) -> str:
+    classes = (element.get("class") or "").split()
+    return classes[0] if classes else ""
+
+
+def _similar(one: frozenset[tuple[str, str]], other: frozenset[tuple[str, str]]) -> bool:
+    union = one | other
+    return bool(union) and len(one & other) >= PEERS_ALIKE * len(union)
+
+
+def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
+    """trafilatura's main content, read twice: favouring recall, then precision.
+
+    Both readings skip trafilatura's own fallback extractors (``fast``): two fast readings cost
+    about as much as one with fallbacks. The precise reading drops more of the boilerplate at a
+    text's edges (related links, bylines, share lines), but on some pages it drops the text
+    itself; it is kept unless it holds less than ``PRECISE_KEEPS`` of the recall reading.
+    """
+    with TRAFILATURA_LOCK:
+        recall = _trafilatura(tree, markdown=markdown, precision=False)
+        precise = _trafilatura(tree, markdown=markdown, precision=True)
+    return choose_reading(recall, precise)
+
+
+def choose_reading(recall: str, precise: str) -> str:
+    """The precise reading, unless it holds less than ``PRECISE_KEEPS`` of the recall one."""
+    return precise if len(precise) >= PRECISE_KEEPS * len(recall) else recall
+
+
+def _trafilatura(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool) -> str:
+    # The URL is deliberately not given to trafilatura: it would write it into its log lines,
+    # and sift's logs never carry a URL (docs/metrics.md).
+    content = trafilatura.extract(
+        tree,
+        output_format="markdown" if markdown else "txt",
+        fast=True,
+        include_comments=False,
+        include_tables=True,
+        include_formatting=markdown,
+        include_links=False,
+        include_images=False,
+        favor_precision=precision,
+        favor_recall=not precision,
+    )
+    return content or ""
+
+
+def page_titles(tree: lxml.html.HtmlElement) -> set[str]:
+    """The page's titles (``<title>``, ``og:title``, each ``<h1>``) as lower-case words."""
+    found = tree.xpath("//title//text() | //meta[@property='og:title']/@content")
+    found += ["".join(heading.itertext()) for heading in tree.xpath("//h1")]
+    return {words for words in map(_words, found) if words}
+
+
+def drop_title_lines(content: str, titles: set[str]) -> str:
+    """``content`` without the leading lines that repeat the page's title (the envelope has it).
+
+    A line repeats a title when its words are the title's, or a run of at least
+    ``TITLE_PART_MIN_CHARS`` inside it ("Headline" of "Headline | Site").
+    """
+    lines = content.split("\n")
+    start = 0
+    while start < len(lines) and _is_title(_words(lines[start]), titles):
+        start += 1
+    return "\n".join(lines[start:]).lstrip("\n") if start else content
+
+
+def _is_title(words: str, titles: set[str]) -> bool:
+    if not words:
+        return False
+    if len(words) < TITLE_PART_MIN_CHARS:
+        return words in titles
+    return any(words in title for title in titles)
+
+
+def _words(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
 
 
 def _parse(markup: str) -> lxml.html.HtmlElement | None:
