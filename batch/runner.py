@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -117,10 +117,11 @@ def submit(
     """
     request = SubmitRequest(content_key(caller.name, targets), callback_url, idempotency_key)
     seen = _look(caller, request, timezone.now())
-    if idempotency_key is not None and seen.keyed_job_id is None:
-        # A content twin would answer a new key, which must then be remembered, under the lock.
-        seen = replace(seen, twin_id=None)
-    answered = _answer(caller, request, seen)
+    if idempotency_key is not None and seen.keyed_job_id is None and seen.twin_id is not None:
+        # The twin will answer a new key, which is remembered under the caller's lock.
+        answered: Submitted | int = seen.live
+    else:
+        answered = _answer(caller, request, seen)
     if isinstance(answered, Submitted):
         return answered
     far_from_cap = answered + SUBMIT_TOKENS <= settings.SIFT_BATCH_JOBS_TOTAL
