@@ -10,6 +10,7 @@ from django.test import Client
 from batch import runner
 from batch.api.validation import validate_targets
 from batch.errors import Refused
+from batch.mcp import tools
 from batch.models import ApiKey, BatchJob, IdempotencyKey
 
 from .factories import ApiClient, MakeCaller
@@ -183,3 +184,19 @@ def test_keys_are_remembered_per_caller_in_the_database(make_caller: MakeCaller)
     runner.submit(alice, validate_targets([URL]), idempotency_key=KEY)
     runner.submit(bob, validate_targets([URL]), idempotency_key=KEY)
     assert IdempotencyKey.objects.filter(key=KEY).count() == 2
+
+
+def test_mcp_batch_submit_takes_the_key_as_an_argument(make_caller: MakeCaller):
+    caller, _ = make_caller()
+    schema = tools.TOOLS["batch_submit"].input_schema
+    assert schema["properties"]["idempotency_key"]["maxLength"] == 255
+    first = tools.batch_submit(caller, {"targets": [URL], "idempotency_key": KEY})
+    again = tools.batch_submit(caller, {"targets": [URL], "idempotency_key": KEY})
+    assert (again["id"], again["reused"]) == (first["id"], True)
+    with pytest.raises(Refused) as refused:
+        tools.batch_submit(caller, {"targets": [URL + "2"], "idempotency_key": KEY})
+    assert refused.value.code == "idempotency_key_reused"
+    with pytest.raises(Refused) as malformed:
+        tools.batch_submit(caller, {"targets": [URL], "idempotency_key": "caf\u00e9"})
+    assert malformed.value.code == "invalid_request"
+    assert "idempotency_key" in malformed.value.hint
