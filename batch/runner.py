@@ -203,7 +203,14 @@ def _insert(objs: Sequence[Model]) -> None:
     a submit's Python work; each value is still adapted by its own field, defaults included.
     """
     meta = objs[0]._meta
-    fields = [f for f in meta.concrete_fields if not (f.primary_key and isinstance(f, AutoFieldMixin))]
+    # An automatic key is the database's to choose, and a column NULL in every row is NULL
+    # without being sent.
+    fields = [
+        f
+        for f in meta.concrete_fields
+        if not (f.primary_key and isinstance(f, AutoFieldMixin))
+        and any(getattr(obj, f.attname) is not None for obj in objs)
+    ]
     values = [f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs for f in fields]
     q = connection.ops.quote_name
     # Names come from the model, values are parameters.
