@@ -318,9 +318,7 @@ def test_a_stored_target_is_rebuilt_without_compiling_its_programs(monkeypatch):
     assert target.options.page_ranges == ((1, 2),)
 
 
-def test_a_refusal_and_a_reuse_take_a_few_queries_and_no_lock(
-    agent, settings, django_assert_max_num_queries
-):
+def test_a_refusal_and_a_reuse_take_a_few_queries_and_no_lock(agent, settings, django_assert_max_num_queries):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     _, client = agent
     client.post("/v1/batch", {"targets": [URL]})
