@@ -41,6 +41,7 @@ class Refusal(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed", 405
     ALREADY_FINISHED = "already_finished", 409
     TOO_LARGE = "too_large", 413
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused", 422
     CALLER_BUSY = "caller_busy", 429
     INTERNAL = "internal", 500
     JOBS_BUSY = "jobs_busy", 503

@@ -22,6 +22,7 @@ __all__ = [
     "BatchJob",
     "BatchTarget",
     "ClusterHeartbeat",
+    "IdempotencyKey",
     "WebhookAttempt",
     "WebhookDelivery",
     "WorkerSlot",
@@ -121,16 +122,30 @@ class TargetStatus(models.TextChoices):
 OUTCOME_CHOICES = [(outcome.value, outcome.value) for outcome in Outcome]
 
 
+# How many ``SubmitLock`` rows exist: how many submits may create jobs at once while the live jobs
+# stay at least this many below ``JOBS_TOTAL`` (docs/decisions.md, "Submit tokens").
+SUBMIT_TOKENS = 32
+
+
 class SubmitLock(models.Model):
-    """One row, locked by every submit after the caller's row, to serialise ``JOBS_TOTAL``."""
+    """``SUBMIT_TOKENS`` rows that keep ``JOBS_TOTAL`` race-free without serialising every submit.
+
+    Far below the cap a submit holds one free row (``SKIP LOCKED``), so at most ``SUBMIT_TOKENS``
+    far-off submits are in flight; near the cap a submit locks every row, which waits for them all
+    and admits no other (docs/decisions.md).
+    """
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
 
     class Meta:
-        constraints = [models.CheckConstraint(condition=Q(id=1), name="submitlock_single_row")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(id__gte=1, id__lte=SUBMIT_TOKENS), name="submitlock_id_in_token_range"
+            )
+        ]
 
     def __str__(self) -> str:
-        return "submit lock"
+        return f"submit lock {self.id}"
 
 
 class BatchJob(models.Model):
@@ -189,6 +204,29 @@ class BatchJob(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in LIVE_STATUSES
+
+
+class IdempotencyKey(models.Model):
+    """An ``Idempotency-Key`` header a caller sent with a submit, and the job it answered.
+
+    Deleted with its job (sweep, eviction), which frees the key again (docs/api.md).
+    """
+
+    caller = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    # SHA-256 of the request the key was first sent with: normalised targets and callback URL.
+    request_sha256 = models.CharField(max_length=64)
+    job = models.ForeignKey(BatchJob, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "idempotency key"
+        constraints = [
+            models.UniqueConstraint(fields=["caller", "key"], name="idempotencykey_one_per_caller")
+        ]
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class BatchTarget(models.Model):

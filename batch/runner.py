@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Count, QuerySet, Sum
+from django.db import connection, transaction
+from django.db.models import Count, Model, Sum
+from django.db.models.fields import AutoFieldMixin
 from django.utils import timezone
 
 from batch import metrics, wakeups, webhooks
@@ -29,15 +30,20 @@ from batch.models import (
     FINISHED_STATUSES,
     LIVE_STATUSES,
     REUSABLE_STATUSES,
+    SUBMIT_TOKENS,
     ApiKey,
     BatchJob,
     BatchTarget,
+    IdempotencyKey,
     JobStatus,
     SubmitLock,
 )
 from capacity.eviction import oldest_over_budget
 
 log = logging.getLogger(__name__)
+
+# How often a submit sweeps expired jobs at most, per process; the cluster sweeps on a schedule too.
+SWEEP_EVERY = timedelta(seconds=1)
 
 # Finished jobs one count eviction deletes at most; a finish adds one, so one round keeps up.
 EVICT_CHUNK = 500
@@ -66,7 +72,7 @@ def _ttl() -> timedelta:
     return timedelta(seconds=settings.SIFT_BATCH_TTL)
 
 
-def idempotency_key(caller_name: str, targets: Sequence[Target], callback_url: str = "") -> str:
+def content_key(caller_name: str, targets: Sequence[Target], callback_url: str = "") -> str:
     """SHA-256 of caller name, NUL, and the canonical JSON of the targets (docs/api.md).
 
     A ``callback_url`` is part of the request: NUL and the URL follow (none without one).
@@ -76,84 +82,255 @@ def idempotency_key(caller_name: str, targets: Sequence[Target], callback_url: s
     return hashlib.sha256(f"{caller_name}\x00{canonical}{callback}".encode()).hexdigest()
 
 
-def submit(caller: ApiKey, targets: Sequence[Target], *, callback_url: str = "") -> Submitted:
-    """Store a job of validated ``targets`` for ``caller``, or answer the live twin it already has.
+@dataclass(frozen=True)
+class SubmitRequest:
+    """What makes two submits "the same request" for content reuse and for an idempotency key."""
+
+    content_key: str
+    callback_url: str
+    idempotency_key: str | None
+
+    @property
+    def sha256(self) -> str:
+        # The targets (through the content key, which names the caller too) and the callback URL.
+        return hashlib.sha256(f"{self.content_key}\x00{self.callback_url}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one statement found for a submit: its twins, and the live jobs below each cap."""
+
+    twin_id: str | None
+    keyed_job_id: str | None
+    keyed_sha256: str | None
+    callers_live: int
+    live: int
+
+
+class _NeedEveryToken(Exception):
+    """A submit holding one submit token is near ``JOBS_TOTAL``, or found no free token."""
+
+
+def submit(
+    caller: ApiKey,
+    targets: Sequence[Target],
+    *,
+    callback_url: str = "",
+    idempotency_key: str | None = None,
+) -> Submitted:
+    """Store a job of validated ``targets`` for ``caller``, or answer the twin it already has.
 
     ``callback_url`` has passed the fetch guard already (``batch/api/callbacks.py``).
+
+    A first look without locks answers reuses and refusals when the caps are plainly full; only
+    a submit that may create a job takes locks, and near ``JOBS_TOTAL`` it waits for every
+    other such submit (docs/decisions.md, "Submit tokens").
     """
-    idem_key = idempotency_key(caller.name, targets, callback_url)
+    request = SubmitRequest(content_key(caller.name, targets, callback_url), callback_url, idempotency_key)
+    seen = _look(caller, request, timezone.now())
+    if idempotency_key is not None and seen.keyed_job_id is None and seen.twin_id is not None:
+        # The twin will answer a new key, which is remembered under the caller's lock.
+        answered: Submitted | int = seen.live
+    else:
+        answered = _answer(caller, request, seen)
+    if isinstance(answered, Submitted):
+        return answered
+    far_from_cap = answered + SUBMIT_TOKENS <= settings.SIFT_BATCH_JOBS_TOTAL
+    try:
+        submitted = _store(caller, targets, request, one_token=far_from_cap)
+    except _NeedEveryToken:
+        submitted = _store(caller, targets, request, one_token=False)
+    if not submitted.reused:
+        metrics.JOBS.labels("created").inc()
+        log.info("job %s submitted caller=%s targets=%d", submitted.job.id, caller.name, len(targets))
+        _sweep_now_and_then(submitted.job.created_at)
+    return submitted
+
+
+_last_sweep: list[datetime] = []
+
+
+def _sweep_now_and_then(now: datetime) -> None:
+    """Sweep after a submit, at most once per ``SWEEP_EVERY`` in this process (docs/decisions.md).
+
+    A clock that went back (a test travelling in time) sweeps at once.
+    """
+    last = _last_sweep[0] if _last_sweep else None
+    if last is not None and last <= now < last + SWEEP_EVERY:
+        return
+    _last_sweep[:] = [now]
+    sweep_expired_jobs(now)
+
+
+def _store(
+    caller: ApiKey, targets: Sequence[Target], request: SubmitRequest, *, one_token: bool
+) -> Submitted:
     with transaction.atomic():
-        # Locks are always taken in the same order, caller row then the global row, so two
+        # Locks are always taken in the same order, caller row then submit tokens, so two
         # submits can never wait on each other in a cycle. The caller row is locked FOR NO KEY
-        # UPDATE: it still serialises submits, but not the FOR KEY SHARE with which a worker's
-        # commit checks a job's foreign key to it, while this submit waits to touch that job.
-        ApiKey.objects.select_for_update(no_key=True).filter(pk=caller.pk).first()
+        # UPDATE: it still serialises the caller's submits, but not the FOR KEY SHARE with which a
+        # worker's commit checks a job's foreign key to it, while this submit waits to touch that job.
+        ApiKey.objects.select_for_update(no_key=True).filter(pk=caller.pk).values_list("pk").first()
+        _take_tokens(one_token)
         now = timezone.now()
-        twin = _reusable_job(caller, idem_key, now)
-        if twin is not None:
-            metrics.JOBS.labels("reused").inc()
-            return Submitted(twin, reused=True)
-        _check_caps(caller, len(targets), now)
-        job = BatchJob.objects.create(
+        seen = _look(caller, request, now)
+        answered = _answer(caller, request, seen)
+        if isinstance(answered, Submitted):
+            if request.idempotency_key is not None and seen.keyed_job_id is None:
+                _remember_key(caller, request, answered.job, now)
+            return answered
+        if one_token and answered + SUBMIT_TOKENS > settings.SIFT_BATCH_JOBS_TOTAL:
+            raise _NeedEveryToken
+        job = BatchJob(
             caller=caller,
             caller_class=caller.caller_class,
             targets_total=len(targets),
             created_at=now,
             lease=now,
-            idem_key=idem_key,
-            callback_url=callback_url,
+            idem_key=request.content_key,
+            callback_url=request.callback_url,
         )
-        BatchTarget.objects.bulk_create(
-            BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict()) for i, t in enumerate(targets)
+        _insert([job])
+        job._state.adding = False
+        _insert(
+            [
+                BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict())
+                for i, t in enumerate(targets)
+            ]
         )
+        if request.idempotency_key is not None:
+            _remember_key(caller, request, job, now)
         transaction.on_commit(wakeups.wake_on_submit)
-    metrics.JOBS.labels("created").inc()
-    log.info("job %s submitted caller=%s targets=%d", job.id, caller.name, len(targets))
-    sweep_expired_jobs()
     return Submitted(job, reused=False)
 
 
-def _reusable_job(caller: ApiKey, idem_key: str, now: datetime) -> BatchJob | None:
-    twin = (
-        BatchJob.objects.filter(
-            caller=caller, idem_key=idem_key, status__in=REUSABLE_STATUSES, created_at__gte=now - _ttl()
-        )
-        .order_by("-created_at")
-        .first()
+def _insert(objs: Sequence[Model]) -> None:
+    """Insert ``objs`` (rows of one model, their primary keys set or automatic) in one statement.
+
+    ``bulk_create`` and ``create`` less their per-value machinery, which made about a quarter of
+    a submit's Python work; each value is still adapted by its own field, defaults included.
+    """
+    meta = objs[0]._meta
+    # An automatic key is the database's to choose, and a column NULL in every row is NULL
+    # without being sent.
+    fields = [
+        f
+        for f in meta.concrete_fields
+        if not (f.primary_key and isinstance(f, AutoFieldMixin))
+        and any(getattr(obj, f.attname) is not None for obj in objs)
+    ]
+    values = [f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs for f in fields]
+    q = connection.ops.quote_name
+    # Names come from the model, values are parameters.
+    table, columns = q(meta.db_table), ", ".join(q(str(f.column)) for f in fields)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}", values)  # noqa: S608
+
+
+def _remember_key(caller: ApiKey, request: SubmitRequest, job: BatchJob, now: datetime) -> None:
+    assert request.idempotency_key is not None
+    IdempotencyKey.objects.create(
+        caller=caller, key=request.idempotency_key, request_sha256=request.sha256, job=job, created_at=now
     )
-    if twin is not None:
-        touch(twin, now)
-    return twin
 
 
-def _live_jobs(now: datetime) -> QuerySet[BatchJob]:
-    # A live job past its lease is as good as swept: it must not hold a cap.
-    return BatchJob.objects.filter(status__in=LIVE_STATUSES, lease__gte=now - _ttl())
+def _take_tokens(one_token: bool) -> None:
+    """One free submit token, or every token (waiting for the submits holding them).
+
+    A submit holding one token checked, after taking it, that the live jobs plus every token
+    stay within ``JOBS_TOTAL``; so however many such submits commit, the cap holds. Near the cap a
+    submit holds every token, and is the only one that may create a job.
+    """
+    if not one_token:
+        list(SubmitLock.objects.select_for_update().order_by("pk").values_list("pk", flat=True))
+    elif (
+        SubmitLock.objects.select_for_update(skip_locked=True).order_by("pk").values_list("pk").first()
+        is None
+    ):
+        raise _NeedEveryToken
 
 
-def _check_caps(caller: ApiKey, n_targets: int, now: datetime) -> None:
-    per_caller = settings.SIFT_BATCH_JOBS_PER_CALLER
-    # Counting stops at the cap: a COUNT over a LIMIT costs the same however many jobs are live.
-    if _live_jobs(now).filter(caller=caller)[:per_caller].count() >= per_caller:
+def _answer(caller: ApiKey, request: SubmitRequest, seen: Seen) -> Submitted | int:
+    """The job a twin answers, or a refusal when a cap is full; else the live jobs counted."""
+    if seen.keyed_job_id is not None:
+        if seen.keyed_sha256 != request.sha256:
+            raise Refused(
+                Refusal.IDEMPOTENCY_KEY_REUSED,
+                f"idempotency key {request.idempotency_key!r} was sent before with a different request "
+                f"(job {seen.keyed_job_id})",
+                "Use a new idempotency key for a new request; resend a key only with the same targets "
+                "and callback_url, to retry that request.",
+            )
+        if (reused := _reuse(seen.keyed_job_id)) is not None:
+            return reused
+    if seen.twin_id is not None and (reused := _reuse(seen.twin_id)) is not None:
+        return reused
+    if seen.callers_live >= settings.SIFT_BATCH_JOBS_PER_CALLER:
         raise Refused(
             Refusal.CALLER_BUSY,
             f"you already have {settings.SIFT_BATCH_JOBS_PER_CALLER} live job(s)",
             "Wait for your live job to finish (GET /v1/batch/{id}?wait=30) or cancel it, then submit again.",
             retry_after=RetryAfter.JOBS,
         )
-    _lock_submit_row()
-    if _live_jobs(now)[: settings.SIFT_BATCH_JOBS_TOTAL].count() >= settings.SIFT_BATCH_JOBS_TOTAL:
+    if seen.live >= settings.SIFT_BATCH_JOBS_TOTAL:
         raise Refused(
             Refusal.JOBS_BUSY,
             "the service is running as many jobs as it may",
             "Submit again after Retry-After seconds.",
             retry_after=RetryAfter.JOBS,
         )
+    return seen.live
 
 
-def _lock_submit_row() -> None:
-    # The one row is made by a migration (batch/migrations/0002_rows_and_schedules.py).
-    SubmitLock.objects.select_for_update().get(pk=1)
+def _reuse(job_id: str) -> Submitted | None:
+    """The twin, touched; ``None`` when it was deleted since it was seen."""
+    twin = BatchJob.objects.filter(pk=job_id).first()
+    if twin is None:
+        return None
+    touch(twin)
+    metrics.JOBS.labels("reused").inc()
+    return Submitted(twin, reused=True)
+
+
+def _look(caller: ApiKey, request: SubmitRequest, now: datetime) -> Seen:
+    """The reusable twin, the job of the idempotency key, and live jobs counted up to each cap.
+
+    One statement, so that the twins and the counts come from one snapshot: a twin committed
+    between two queries would otherwise be counted as a live job but not seen as a twin. Live jobs
+    past their lease are as good as swept: they hold no cap.
+    """
+    job, key = BatchJob._meta.db_table, IdempotencyKey._meta.db_table
+    q = connection.ops.quote_name
+    adapt = connection.ops.adapt_datetimefield_value
+    live = [str(s) for s in LIVE_STATUSES]
+    reusable = [str(s) for s in REUSABLE_STATUSES]
+    in_ = ", ".join(["%s"] * len(live))
+    in_reusable = ", ".join(["%s"] * len(reusable))
+    fresh = adapt(now - _ttl())
+    sql = f"""
+        SELECT
+            (SELECT {q("id")} FROM {q(job)}
+                WHERE {q("caller_id")} = %s AND {q("idem_key")} = %s AND {q("status")} IN ({in_reusable})
+                AND {q("created_at")} >= %s ORDER BY {q("created_at")} DESC LIMIT 1),
+            (SELECT {q("job_id")} FROM {q(key)} WHERE {q("caller_id")} = %s AND {q("key")} = %s),
+            (SELECT {q("request_sha256")} FROM {q(key)} WHERE {q("caller_id")} = %s AND {q("key")} = %s),
+            (SELECT COUNT(*) FROM (SELECT 1 FROM {q(job)} WHERE {q("caller_id")} = %s
+                AND {q("status")} IN ({in_}) AND {q("lease")} >= %s LIMIT %s) mine),
+            (SELECT COUNT(*) FROM (SELECT 1 FROM {q(job)}
+                WHERE {q("status")} IN ({in_}) AND {q("lease")} >= %s LIMIT %s) every_caller)
+    """  # noqa: S608 - names come from the models, values are parameters
+    params = [
+        caller.pk, request.content_key, *reusable, fresh,
+        caller.pk, request.idempotency_key,
+        caller.pk, request.idempotency_key,
+        caller.pk, *live, fresh, settings.SIFT_BATCH_JOBS_PER_CALLER,
+        *live, fresh, settings.SIFT_BATCH_JOBS_TOTAL,
+    ]  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        twin_id, keyed_job_id, keyed_sha256, callers_live, every_live = cursor.fetchone()
+    return Seen(twin_id, keyed_job_id, keyed_sha256, callers_live, every_live)
 
 
 def get_job(caller: ApiKey, job_id: str) -> BatchJob:

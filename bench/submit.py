@@ -1,11 +1,13 @@
-"""Benchmark: ``POST /v1/batch`` beside ``GET /healthz`` on PostgreSQL, through gunicorn.
+"""Benchmark: ``POST /v1/batch`` beside ``GET /healthz`` on PostgreSQL (or SQLite), through gunicorn.
 
     .venv/bin/python -m bench.submit [--seconds 10] [--clients 16] [--targets 4] [--warmup 2]
+                                     [--database postgres|sqlite]
 
-One command does everything: it recreates the ``sift_bench`` database on the local PostgreSQL,
-migrates it, issues one API key per client, starts gunicorn on a free loopback port with the
-Procfile's ``web`` command (gthread, same workers and threads), drives the clients, prints a
-table and removes the server and the database again, also on Ctrl-C or an error.
+One command does everything: it recreates the ``sift_bench`` database on the local PostgreSQL
+(with ``--database sqlite``: a fresh SQLite file in a temporary directory), migrates it, issues
+one API key per client, starts gunicorn on a free loopback port with the Procfile's ``web``
+command (gthread, same workers and threads), drives the clients, prints a table and removes the
+server and the database again, also on Ctrl-C or an error.
 
 Rows (each a separate phase of the same run, same clients, same server settings):
 
@@ -33,6 +35,7 @@ import shlex
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -132,14 +135,31 @@ class Row:
         return unexpected + sum(c.transport_errors for c in self.clients)
 
 
-# --- PostgreSQL ------------------------------------------------------------------------------
+# --- the database ----------------------------------------------------------------------------
+
+COUNTS = "SELECT (SELECT count(*) FROM batch_batchjob), (SELECT count(*) FROM batch_batchtarget)"
 
 
-def stored_counts() -> tuple[int, int]:
-    (jobs, targets), *_ = execute(
-        "SELECT (SELECT count(*) FROM batch_batchjob), (SELECT count(*) FROM batch_batchtarget)",
-        database=DATABASE.name,
-    )
+@dataclass(frozen=True)
+class SqliteDatabase:
+    """A SQLite file of its own, in the run's temporary directory: nothing to recreate or drop."""
+
+    path: Path
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def stored_counts(self) -> tuple[int, int]:
+        with sqlite3.connect(self.path) as conn:
+            jobs, targets = conn.execute(COUNTS).fetchone()
+        return jobs, targets
+
+
+def stored_counts(sqlite: SqliteDatabase | None) -> tuple[int, int]:
+    if sqlite is not None:
+        return sqlite.stored_counts()
+    (jobs, targets), *_ = execute(COUNTS, database=DATABASE.name)
     return jobs, targets
 
 
@@ -220,10 +240,10 @@ def option(argv: list[str], *names: str, default: str) -> str:
     return next((argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in names), default)
 
 
-def server_env(metrics_dir: Path, *, raised_caps: bool) -> dict[str, str]:
+def server_env(metrics_dir: Path, database_url: str, *, raised_caps: bool) -> dict[str, str]:
     caps = {"SIFT_BATCH_JOBS_PER_CALLER": str(RAISED_CAP), "SIFT_BATCH_JOBS_TOTAL": str(RAISED_CAP)}
     path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
-    return harness.service_env(DATABASE.url, metrics_dir, PATH=path, **(caps if raised_caps else {}))
+    return harness.service_env(database_url, metrics_dir, PATH=path, **(caps if raised_caps else {}))
 
 
 @dataclass
@@ -371,7 +391,9 @@ def run_client(spec: ClientSpec, barrier: Barrier, out: Any) -> None:
     out.put(result)
 
 
-def run_phase(phase: Phase, server: Server, keys: list[str], args: argparse.Namespace) -> Row:
+def run_phase(
+    phase: Phase, server: Server, keys: list[str], args: argparse.Namespace, sqlite: SqliteDatabase | None
+) -> Row:
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(len(keys) + 1), ctx.Queue()
     specs = [
@@ -386,9 +408,14 @@ def run_phase(phase: Phase, server: Server, keys: list[str], args: argparse.Name
         window = Window(time.monotonic() + args.warmup, args.seconds)
         time.sleep(args.warmup)
         groups = {"clients": [c.pid for c in clients if c.pid], "gunicorn": server.pids()}
-        groups["postgres"] = DATABASE.backend_pids()
+        # SQLite runs inside gunicorn: no sessions to sample, no server processes of its own.
+        groups["postgres"] = DATABASE.backend_pids() if sqlite is None else []
         before = CpuSnapshot.take()
-        backends = sample_backends(args.seconds)
+        if sqlite is None:
+            backends = sample_backends(args.seconds)
+        else:
+            backends = Counter[str]()
+            time.sleep(args.seconds)
         cpu = cpu_use(before, CpuSnapshot.take(), groups, args.seconds)
         results = [out.get(timeout=120) for _ in clients]
     finally:
@@ -439,7 +466,8 @@ def print_details(rows: list[Row]) -> None:
         print(f"    connections opened: {sum(c.connections for c in row.clients)}")
         total = sum(row.backends.values()) or 1
         states = ", ".join(f"{n / total:.0%} {state}" for state, n in row.backends.most_common())
-        print(f"    database sessions: {states}")
+        if states:
+            print(f"    database sessions: {states}")
         if row.stored:
             print(f"    {row.stored}")
         if cores["other"] > BUSY_MACHINE_CORES:
@@ -463,8 +491,8 @@ def print_report(rows: list[Row], args: argparse.Namespace) -> None:
 # --- the run ---------------------------------------------------------------------------------
 
 
-def check_stored(row: Row, expected_jobs: int, n_targets: int) -> None:
-    jobs, targets = stored_counts()
+def check_stored(row: Row, expected_jobs: int, n_targets: int, sqlite: SqliteDatabase | None) -> None:
+    jobs, targets = stored_counts(sqlite)
     ok = jobs == expected_jobs and targets == expected_jobs * n_targets
     verdict = "as expected" if ok else f"EXPECTED {expected_jobs} jobs, {expected_jobs * n_targets} targets"
     row.stored = f"stored after the row: {jobs} jobs, {targets} targets ({verdict})"
@@ -474,28 +502,31 @@ def created_jobs(row: Row) -> int:
     return sum(c.statuses[202] + c.warmup_statuses[202] for c in row.clients)
 
 
-def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
-    database_url = DATABASE.url
-    print(f"PostgreSQL: {server_settings('max_connections')}")
+def run(args: argparse.Namespace, workdir: Path, sqlite: SqliteDatabase | None) -> list[Row]:
+    database_url = DATABASE.url if sqlite is None else sqlite.url
+    if sqlite is None:
+        print(f"PostgreSQL: {server_settings('max_connections')}")
+    else:
+        print(f"SQLite: {sqlite.path.name} in a temporary directory (WAL, synchronous=NORMAL)")
     web = shlex.join(procfile_web_command(0)[1:]).replace(f"{LOOPBACK}:0", f"{LOOPBACK}:<free port>")
     print(f"gunicorn (the Procfile's web line): {web}")
     manage(["migrate", "--no-input"], database_url)
     keys = issue_keys(args.clients, database_url)
     metrics = workdir / "metrics"
     rows = []
-    with gunicorn(server_env(metrics, raised_caps=True), workdir, "raised") as server:
+    with gunicorn(server_env(metrics, database_url, raised_caps=True), workdir, "raised") as server:
         for phase in (HEALTHZ, SUBMIT):
             print(f"running {phase.label} ...", flush=True)
-            rows.append(run_phase(phase, server, keys, args))
-        check_stored(rows[-1], created_jobs(rows[-1]), args.targets)
+            rows.append(run_phase(phase, server, keys, args, sqlite))
+        check_stored(rows[-1], created_jobs(rows[-1]), args.targets, sqlite)
     # Through the ORM, so whatever now points at jobs or targets goes with them.
     manage(
         ["shell", "-c", "from batch.models import BatchJob; BatchJob.objects.all().delete()"], database_url
     )
-    with gunicorn(server_env(metrics, raised_caps=False), workdir, "default") as server:
+    with gunicorn(server_env(metrics, database_url, raised_caps=False), workdir, "default") as server:
         print(f"running {REFUSED.label} ...", flush=True)
-        rows.append(run_phase(REFUSED, server, keys, args))
-        check_stored(rows[-1], created_jobs(rows[-1]), args.targets)
+        rows.append(run_phase(REFUSED, server, keys, args, sqlite))
+        check_stored(rows[-1], created_jobs(rows[-1]), args.targets, sqlite)
     return rows
 
 
@@ -505,12 +536,22 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients, one process each")
     parser.add_argument("--targets", type=int, default=4, help="targets per submitted job")
     parser.add_argument("--warmup", type=float, default=2, help="unmeasured seconds before each row")
+    parser.add_argument(
+        "--database",
+        choices=("postgres", "sqlite"),
+        default="postgres",
+        help="the local PostgreSQL (sift_bench, recreated) or a fresh SQLite file",
+    )
     return parser.parse_args()
 
 
 def bench(args: argparse.Namespace) -> None:
-    with DATABASE.fresh(), tempfile.TemporaryDirectory(prefix="sift-bench-") as tmp:
-        rows = run(args, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="sift-bench-") as tmp:
+        if args.database == "sqlite":
+            rows = run(args, Path(tmp), SqliteDatabase(Path(tmp) / "bench.sqlite3"))
+        else:
+            with DATABASE.fresh():
+                rows = run(args, Path(tmp), None)
     print_report(rows, args)
 
 

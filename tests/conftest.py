@@ -16,6 +16,7 @@ from batch.models import ApiKey, SubmitLock
 from .factories import ApiClient, MakeCaller
 
 ROWS_MIGRATION = importlib.import_module("batch.migrations.0002_rows_and_schedules")
+TOKENS_MIGRATION = importlib.import_module("batch.migrations.0003_idempotency_header")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -42,6 +43,7 @@ def rows_made_by_migrations(request: pytest.FixtureRequest) -> None:
     request.getfixturevalue("_django_db_helper")
     if not SubmitLock.objects.exists():
         ROWS_MIGRATION.create_rows(apps, None)
+        TOKENS_MIGRATION.create_rows(apps, None)
 
 
 @pytest.fixture

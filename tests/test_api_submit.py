@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -180,8 +181,10 @@ def test_submit_issues_a_bounded_number_of_queries_whatever_the_number_of_target
     agent, n_targets, django_assert_max_num_queries, django_capture_on_commit_callbacks
 ):
     _, client = agent
-    # 14: auth (2), locks, twin, caps (5), job + targets (2), wake the workers (2), sweep (1)
-    with django_assert_max_num_queries(14), django_capture_on_commit_callbacks(execute=True) as callbacks:
+    # 13: auth (2), a look without locks, caller row, submit token, a look under them, job +
+    # targets (2), a savepoint's begin and end (2, inside the test's transaction), wake the
+    # workers (2); the sweep runs at most once a second
+    with django_assert_max_num_queries(13), django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = client.post("/v1/batch", {"targets": [f"{URL}?{i}" for i in range(n_targets)]})
     assert response.status_code == 202
     assert len(callbacks) == 1
@@ -313,3 +316,17 @@ def test_a_stored_target_is_rebuilt_without_compiling_its_programs(monkeypatch):
 
     assert target.to_dict() == {"url": URL, "options": stored}
     assert target.options.page_ranges == ((1, 2),)
+
+
+def test_a_refusal_and_a_reuse_take_a_few_queries_and_no_lock(agent, settings, django_assert_max_num_queries):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 1
+    _, client = agent
+    client.post("/v1/batch", {"targets": [URL]})
+    # auth (1, the key's use was noted by the first submit), one look
+    with django_assert_max_num_queries(2) as refused:
+        assert client.post("/v1/batch", {"targets": [URL + "?other"]}).status_code == 429
+    # auth, one look, the twin read and touched (2)
+    with django_assert_max_num_queries(4) as reused:
+        assert client.post("/v1/batch", {"targets": [URL]}).status_code == 200
+    sql = " ".join(q["sql"] for q in [*refused.captured_queries, *reused.captured_queries])
+    assert not re.search(r"FOR (NO KEY )?UPDATE|SAVEPOINT|BEGIN", sql)

@@ -14,7 +14,7 @@ from django.db import connection
 from batch import runner, worker
 from batch.api.validation import validate_targets
 from batch.fetch.targets import Target
-from batch.models import ApiKey, BatchJob, BatchTarget
+from batch.models import SUBMIT_TOKENS, ApiKey, BatchJob, BatchTarget, IdempotencyKey
 
 from .factories import N_THREADS, race
 
@@ -54,6 +54,62 @@ def test_many_callers_at_once_get_exactly_the_total_cap(settings, round_):
     counts = Counter(a.split(":")[0] for a in answers)
     assert counts == {"new": 8, "jobs_busy": N_THREADS - 8}
     assert BatchJob.objects.count() == 8
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_many_callers_far_below_and_then_near_the_total_cap_get_exactly_the_cap(settings, round_):
+    # 40 is above the submit tokens: the first jobs are created holding one token each, the last
+    # ones holding every token.
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 1
+    settings.SIFT_BATCH_JOBS_TOTAL = SUBMIT_TOKENS + 8
+    callers = [ApiKey.issue(f"tokens{round_}-{i}")[0] for i in range(N_THREADS)]
+    answers = race([lambda c=c: runner.submit(c, validate_targets([URL])) for c in callers])
+    counts = Counter(a.split(":")[0] for a in answers)
+    assert counts == {"new": SUBMIT_TOKENS + 8, "jobs_busy": N_THREADS - SUBMIT_TOKENS - 8}
+    assert BatchJob.objects.count() == SUBMIT_TOKENS + 8
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_many_callers_far_below_the_total_cap_all_get_a_job(settings, round_):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 1
+    settings.SIFT_BATCH_JOBS_TOTAL = 1000
+    callers = [ApiKey.issue(f"far{round_}-{i}")[0] for i in range(N_THREADS)]
+    answers = race([lambda c=c: runner.submit(c, validate_targets([URL])) for c in callers])
+    assert Counter(a.split(":")[0] for a in answers) == {"new": N_THREADS}
+    assert BatchJob.objects.count() == N_THREADS
+
+
+# --- the Idempotency-Key header under concurrent retries ------------------------------------
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_retries_with_one_idempotency_key_get_one_job(settings, round_):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 100
+    caller, _ = ApiKey.issue(f"retrier{round_}")
+    answers = race(
+        [
+            lambda: runner.submit(caller, validate_targets([URL]), idempotency_key="one-key")
+            for _ in range(N_THREADS)
+        ]
+    )
+    job = BatchJob.objects.get(caller=caller)
+    assert sorted(answers) == [f"new:{job.id}"] + [f"reused:{job.id}"] * (N_THREADS - 1)
+    assert IdempotencyKey.objects.filter(caller=caller).count() == 1
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_different_requests_with_one_idempotency_key_get_one_job_and_422s(settings, round_):
+    settings.SIFT_BATCH_JOBS_PER_CALLER = 100
+    caller, _ = ApiKey.issue(f"mixer{round_}")
+    answers = race(
+        [
+            lambda i=i: runner.submit(caller, validate_targets([f"{URL}?{i}"]), idempotency_key="one-key")
+            for i in range(N_THREADS)
+        ]
+    )
+    counts = Counter(a.split(":")[0] for a in answers)
+    assert counts == {"new": 1, "idempotency_key_reused": N_THREADS - 1}
+    assert BatchJob.objects.filter(caller=caller).count() == 1
 
 
 # --- reuse while a worker settles the twin (issue 9, point 13) ------------------------------

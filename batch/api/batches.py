@@ -9,11 +9,12 @@ from typing import Annotated, Any
 
 from django.db.models import prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
-from ninja import Path, Query, Router, Status
+from ninja import Header, Path, Query, Router, Status
 
 from batch import runner, waits
 from batch.api.auth import BatchAuth, caller_of
 from batch.api.callbacks import validate_callback_url
+from batch.api.idempotency import HEADER, MAX_LENGTH, validate_idempotency_key
 from batch.api.openapi import error_responses
 from batch.api.schemas import (
     JobOut,
@@ -28,7 +29,7 @@ from batch.api.schemas import (
 from batch.api.validation import validate_targets
 from batch.models import ApiKey
 
-SUBMIT_ERRORS = error_responses(400, 401, 403, 413, 429, 500, 503)
+SUBMIT_ERRORS = error_responses(400, 401, 403, 413, 422, 429, 500, 503)
 LIST_ERRORS = error_responses(400, 401, 403, 500, 503)
 JOB_ERRORS = error_responses(400, 401, 403, 404, 500, 503)
 CANCEL_ERRORS = error_responses(400, 401, 403, 404, 409, 500, 503)
@@ -41,15 +42,37 @@ JobId = Annotated[
     Path(pattern=JOB_ID_PATTERN, description="The job's id: 32 lower-case hex digits, as submit answered."),
 ]
 TargetIdx = Annotated[int, Path(ge=0, le=MAX_DB_INT, description="The target's index, from 0.")]
+# Checked by validate_idempotency_key, whose refusal names the header; the schema only describes it.
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        None,
+        alias=HEADER,
+        description=(
+            f"Optional: 1 to {MAX_LENGTH} printable ASCII characters naming this request, e.g. a UUID. "
+            "Sent again with the same targets (and callback_url), it answers the same job (200, "
+            "reused: true) whatever its status; with a different request, 422 idempotency_key_reused. "
+            "Keys are per caller and remembered while their job exists."
+        ),
+        example="5f0c2e8e-7d4b-4c43-9b57-3f1d2a9c8e11",
+    ),
+]
 
 router = Router(auth=BatchAuth(), tags=["batch"])
 
 
 @router.post("", response={200: SubmitOut, 202: SubmitOut, **SUBMIT_ERRORS}, summary="Submit a batch job")
-def submit_batch(request: HttpRequest, response: HttpResponse, payload: SubmitIn) -> Status:
+def submit_batch(
+    request: HttpRequest,
+    response: HttpResponse,
+    payload: SubmitIn,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> Status:
     caller = caller_of(request)
+    key = validate_idempotency_key(idempotency_key)
     targets = validate_targets(payload.targets)
-    submitted = runner.submit(caller, targets, callback_url=validate_callback_url(payload.callback_url))
+    callback_url = validate_callback_url(payload.callback_url)
+    submitted = runner.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
     if not submitted.reused:
         response["Location"] = f"/v1/batch/{submitted.job.id}"
     body = {**job_summary(submitted.job, caller), "reused": submitted.reused}

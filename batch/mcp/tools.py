@@ -25,6 +25,8 @@ from batch.api.auth import ensure_batch_enabled
 from batch.api.batches import JOB_ID_PATTERN, MAX_DB_INT, read_job
 from batch.api.errors import fetch_error_body, refusal_body
 from batch.api.fetches import fetch_for
+from batch.api.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
+from batch.api.idempotency import validate_idempotency_key
 from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut, job_summary
 from batch.api.validation import validate_targets
 from batch.errors import Refusal, Refused
@@ -116,7 +118,8 @@ def fetch(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
-    submitted = runner.submit(caller, validate_targets(arguments["targets"]))
+    key = validate_idempotency_key(arguments.get("idempotency_key"), name="idempotency_key")
+    submitted = runner.submit(caller, validate_targets(arguments["targets"]), idempotency_key=key)
     return _shaped(SubmitOut, {**job_summary(submitted.job, caller), "reused": submitted.reused})
 
 
@@ -190,7 +193,17 @@ TOOLS = {
                         "type": "array",
                         "items": TARGET_SCHEMA,
                         "description": "The URLs to read, at most 32.",
-                    }
+                    },
+                    "idempotency_key": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_KEY_LENGTH,
+                        "description": (
+                            "Optional: a value you choose once for this request (e.g. a UUID), to retry it "
+                            "safely: sent again with the same targets it answers the same job, whatever its "
+                            "status; with other targets it is refused idempotency_key_reused."
+                        ),
+                    },
                 },
                 ("targets",),
             ),

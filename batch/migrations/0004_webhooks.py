@@ -14,7 +14,7 @@ def give_each_key_its_own_secret(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("batch", "0002_rows_and_schedules"),
+        ("batch", "0003_idempotency_header"),
     ]
 
     operations = [
