@@ -407,3 +407,26 @@ def test_any_arguments_answer_a_result_or_a_coded_refusal_never_an_internal_erro
     assert outcome.code in KNOWN_CODES, outcome
     result = tools.as_result(tools.TOOLS[name], outcome)
     assert result.is_error is (outcome.code != "ok")
+
+
+def test_batch_submit_takes_a_callback_url_and_refuses_a_blocked_one_as_the_rest_api_does(mcp_server, agent):
+    _, client = agent
+    blocked = _refusal(
+        call(
+            mcp_server.url,
+            client.raw_key,
+            "batch_submit",
+            {"targets": [BATCH_URL], "callback_url": "http://127.0.0.2:9/hook"},
+        )
+    )
+    assert blocked["code"] == "invalid_request"
+    assert blocked["error"].startswith("callback_url:")
+    assert not BatchJob.objects.exists()
+    result = call(
+        mcp_server.url,
+        client.raw_key,
+        "batch_submit",
+        {"targets": [BATCH_URL], "callback_url": "http://127.0.0.1:9/hook"},
+    )
+    assert not result.is_error, result
+    assert BatchJob.objects.get().callback_url == "http://127.0.0.1:9/hook"

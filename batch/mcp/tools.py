@@ -23,6 +23,7 @@ from ninja import Schema
 from batch import metrics, runner
 from batch.api.auth import ensure_batch_enabled
 from batch.api.batches import JOB_ID_PATTERN, MAX_DB_INT, read_job
+from batch.api.callbacks import validate_callback_url
 from batch.api.errors import fetch_error_body, refusal_body
 from batch.api.fetches import fetch_for
 from batch.api.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
@@ -31,6 +32,7 @@ from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, Submit
 from batch.api.validation import validate_targets
 from batch.errors import Refusal, Refused
 from batch.fetch.errors import FetchError
+from batch.fetch.limits import MAX_URL_CHARS
 from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import MODES
 from batch.models import ApiKey
@@ -119,7 +121,9 @@ def fetch(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     key = validate_idempotency_key(arguments.get("idempotency_key"), name="idempotency_key")
-    submitted = runner.submit(caller, validate_targets(arguments["targets"]), idempotency_key=key)
+    targets = validate_targets(arguments["targets"])
+    callback_url = validate_callback_url(arguments.get("callback_url"))
+    submitted = runner.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
     return _shaped(SubmitOut, {**job_summary(submitted.job, caller), "reused": submitted.reused})
 
 
@@ -202,6 +206,16 @@ TOOLS = {
                             "Optional: a value you choose once for this request (e.g. a UUID), to retry it "
                             "safely: sent again with the same targets it answers the same job, whatever its "
                             "status; with other targets it is refused idempotency_key_reused."
+                        ),
+                    },
+                    "callback_url": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_URL_CHARS,
+                        "description": (
+                            "Optional: when the job finishes, its summary is POSTed to this URL, signed "
+                            "with your key's webhook secret (Standard Webhooks). It must pass the same "
+                            "checks as a fetch."
                         ),
                     },
                 },
