@@ -106,10 +106,16 @@ def store(partition: str, url: str, download: Download) -> None:
     """
     if not cacheable(download) or len(download.body) > settings.SIFT_CACHE_MAX_BYTES:
         return
+    row = _row(url, download)
     try:
+        # One INSERT ... ON CONFLICT DO UPDATE: a miss stores its copy in one statement, where
+        # update_or_create took two savepoints, a SELECT and the INSERT.
         with transaction.atomic():
-            CachedDocument.objects.update_or_create(
-                partition=partition, url_sha256=_url_key(url), defaults=_row(url, download)
+            CachedDocument.objects.bulk_create(
+                [CachedDocument(partition=partition, url_sha256=_url_key(url), **row)],
+                update_conflicts=True,
+                unique_fields=["partition", "url_sha256"],
+                update_fields=list(row),
             )
         evict_over_budget()
     except DatabaseError:

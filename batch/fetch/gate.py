@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.utils import timezone
 
 from batch.fetch.errors import FetchError
@@ -67,11 +67,54 @@ class Gate:
 
     def _try_take(self, token: str, lease_seconds: float) -> int | None:
         now = timezone.now()
+        lease_until = now + timedelta(seconds=lease_seconds)
+        number = take_at_once(self.table, self.count(), token, now, lease_until)
+        if number is not None:
+            return number
+        # None free, or fewer rows than slots (the count was raised): the table's own way, which
+        # makes the missing rows.
         with transaction.atomic():
             number = self.table.take_free(self.count(), now)
             if number is not None:
-                self.table.hold(number, token, now + timedelta(seconds=lease_seconds))
+                self.table.hold(number, token, lease_until)
         return number
+
+
+def take_at_once(
+    table: SlotTable, count: int, token: str, now: datetime, lease_until: datetime
+) -> int | None:
+    """Take the lowest free slot among the first ``count`` for ``token`` in one statement, or ``None``.
+
+    The same rows as ``SlotTable.take_free`` then ``hold``, without a transaction around them:
+    one ``UPDATE ... RETURNING`` whose subquery locks the row it picks (``FOR UPDATE SKIP
+    LOCKED`` on PostgreSQL; SQLite runs one writer at a time anyway). Every fetch takes a slot,
+    and four round trips to the database instead of one were a good part of a fetch's own cost.
+    """
+    meta = table.model._meta
+    connection = connections[router.db_for_write(table.model)]
+    quote, ops = connection.ops.quote_name, connection.ops
+    name, holder = quote(meta.db_table), quote(meta.get_field(table.holder).column)
+    number, lease = quote(meta.get_field("number").column), quote(meta.get_field("lease_until").column)
+    is_free = f"{holder} IS NULL" if table.empty is None else f"{holder} = %s"
+    lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    # Names from the model's metadata, quoted; every value a parameter.
+    sql = (
+        f"UPDATE {name} SET {holder} = %s, {lease} = %s WHERE {number} = ("  # noqa: S608
+        f"SELECT {number} FROM {name} WHERE {number} < %s AND ({is_free} OR {lease} < %s)"
+        f" ORDER BY {number} LIMIT 1{lock}) RETURNING {number}"
+    )
+    empty = [] if table.empty is None else [table.empty]
+    params = [
+        token,
+        ops.adapt_datetimefield_value(lease_until),
+        count,
+        *empty,
+        ops.adapt_datetimefield_value(now),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
 
 
 FETCH_GATE = Gate(FETCH_SLOTS, lambda: settings.SIFT_FETCH_SLOTS, "fetch", RetryAfter.FETCH)
