@@ -19,7 +19,7 @@ import re
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, router, transaction
 from django.db.models import Field
 from django.utils import timezone
 
@@ -111,6 +111,7 @@ def store(partition: str, url: str, download: Download) -> None:
         # One INSERT ... ON CONFLICT DO UPDATE: a miss stores its copy in one statement, where
         # update_or_create took two savepoints, a SELECT and the INSERT.
         with transaction.atomic():
+            _lighten_this_transaction()
             CachedDocument.objects.bulk_create(
                 [CachedDocument(partition=partition, url_sha256=_url_key(url), **row)],
                 update_conflicts=True,
@@ -120,6 +121,34 @@ def store(partition: str, url: str, download: Download) -> None:
         evict_over_budget()
     except DatabaseError:
         log.exception("the document cache refused a copy; the fetch goes on without caching it")
+
+
+# Per database alias: whether its PostgreSQL compresses with lz4 (built with it, version 14 on).
+_HAS_LZ4: dict[str, bool] = {}
+
+
+def _lighten_this_transaction() -> None:
+    """On PostgreSQL, make the copy this transaction stores cheap to commit.
+
+    It commits without waiting for its WAL to reach the disk: a crash of the database may lose
+    the last copies stored, which only makes the next fetch of those URLs a miss. Its body is
+    compressed with lz4 where the server has it: several times less CPU than the default pglz
+    for a body of a few hundred KB, which every cache miss stores.
+    """
+    connection = transaction.get_connection(router.db_for_write(CachedDocument))
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        if connection.alias not in _HAS_LZ4:
+            cursor.execute(
+                "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+            )
+            row = cursor.fetchone()
+            _HAS_LZ4[connection.alias] = bool(row and row[0])
+        compression = (
+            ", set_config('default_toast_compression', 'lz4', true)" if _HAS_LZ4[connection.alias] else ""
+        )
+        cursor.execute(f"SELECT set_config('synchronous_commit', 'off', true){compression}")
 
 
 def _row(url: str, download: Download) -> dict[str, object]:

@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connections, router, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from batch.fetch.errors import FetchError
@@ -93,8 +95,18 @@ def take_at_once(
     meta = table.model._meta
     connection = connections[router.db_for_write(table.model)]
     quote, ops = connection.ops.quote_name, connection.ops
-    name, holder = quote(meta.db_table), quote(meta.get_field(table.holder).column)
-    number, lease = quote(meta.get_field("number").column), quote(meta.get_field("lease_until").column)
+
+    def column(field: str) -> str:
+        found = meta.get_field(field)
+        assert isinstance(found, Field)
+        return quote(str(found.column))
+
+    name, holder, number, lease = (
+        quote(meta.db_table),
+        column(table.holder),
+        column("number"),
+        column("lease_until"),
+    )
     is_free = f"{holder} IS NULL" if table.empty is None else f"{holder} = %s"
     lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
     # Names from the model's metadata, quoted; every value a parameter.
@@ -104,7 +116,7 @@ def take_at_once(
         f" ORDER BY {number} LIMIT 1{lock}) RETURNING {number}"
     )
     empty = [] if table.empty is None else [table.empty]
-    params = [
+    params: list[Any] = [
         token,
         ops.adapt_datetimefield_value(lease_until),
         count,
