@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -99,7 +100,8 @@ def cacheable(download: Download) -> bool:
 
 
 def store(partition: str, url: str, download: Download) -> None:
-    """Keep (or replace) this partition's copy of ``url``, then fit the byte budget.
+    """Keep (or replace) this partition's copy of ``url``, then fit the byte budget (checked
+    once this process has stored a 64th of it since it last checked).
 
     A cache is an optimisation: a store the database refuses anyway is logged and skipped, and
     the fetch that produced the document still succeeds.
@@ -118,7 +120,8 @@ def store(partition: str, url: str, download: Download) -> None:
                 unique_fields=["partition", "url_sha256"],
                 update_fields=list(row),
             )
-        evict_over_budget()
+        if _due_for_eviction(len(download.body)):
+            evict_over_budget()
     except DatabaseError:
         log.exception("the document cache refused a copy; the fetch goes on without caching it")
 
@@ -149,6 +152,24 @@ def _lighten_this_transaction() -> None:
             ", set_config('default_toast_compression', 'lz4', true)" if _HAS_LZ4[connection.alias] else ""
         )
         cursor.execute(f"SELECT set_config('synchronous_commit', 'off', true){compression}")
+
+
+# The cache is summed (a scan of every row) once the bytes this process stored since it last
+# summed reach this share of the budget, not after every store: the cache runs over its budget
+# by at most that much per process between two checks.
+EVICTION_CHECK_SHARE = 1 / 64
+_stored_since_check = 0
+_stored_lock = threading.Lock()
+
+
+def _due_for_eviction(n_bytes: int) -> bool:
+    global _stored_since_check  # noqa: PLW0603 — one tally per process
+    with _stored_lock:
+        _stored_since_check += n_bytes
+        if _stored_since_check < EVICTION_CHECK_SHARE * settings.SIFT_CACHE_MAX_BYTES:
+            return False
+        _stored_since_check = 0
+        return True
 
 
 def _row(url: str, download: Download) -> dict[str, object]:
