@@ -112,8 +112,9 @@ def store(partition: str, url: str, download: Download) -> None:
     try:
         # One INSERT ... ON CONFLICT DO UPDATE: a miss stores its copy in one statement, where
         # update_or_create took two savepoints, a SELECT and the INSERT.
+        own_transaction = not transaction.get_connection(router.db_for_write(CachedDocument)).in_atomic_block
         with transaction.atomic():
-            _lighten_this_transaction()
+            _lighten_this_transaction(asynchronous=own_transaction)
             CachedDocument.objects.bulk_create(
                 [CachedDocument(partition=partition, url_sha256=_url_key(url), **row)],
                 update_conflicts=True,
@@ -130,11 +131,12 @@ def store(partition: str, url: str, download: Download) -> None:
 _HAS_LZ4: dict[str, bool] = {}
 
 
-def _lighten_this_transaction() -> None:
+def _lighten_this_transaction(*, asynchronous: bool) -> None:
     """On PostgreSQL, make the copy this transaction stores cheap to commit.
 
-    It commits without waiting for its WAL to reach the disk: a crash of the database may lose
-    the last copies stored, which only makes the next fetch of those URLs a miss. Its body is
+    With ``asynchronous`` (the transaction is the store's own, not a caller's holding other
+    writes) it commits without waiting for its WAL to reach the disk: a crash of the database
+    may lose the last copies stored, which only makes the next fetch of those URLs a miss. Its body is
     compressed with lz4 where the server has it: several times less CPU than the default pglz
     for a body of a few hundred KB, which every cache miss stores.
     """
@@ -148,10 +150,12 @@ def _lighten_this_transaction() -> None:
             )
             row = cursor.fetchone()
             _HAS_LZ4[connection.alias] = bool(row and row[0])
-        compression = (
-            ", set_config('default_toast_compression', 'lz4', true)" if _HAS_LZ4[connection.alias] else ""
-        )
-        cursor.execute(f"SELECT set_config('synchronous_commit', 'off', true){compression}")
+        changes = [("synchronous_commit", "off")] if asynchronous else []
+        if _HAS_LZ4[connection.alias]:
+            changes.append(("default_toast_compression", "lz4"))
+        if changes:
+            calls = ", ".join("set_config(%s, %s, true)" for _ in changes)
+            cursor.execute(f"SELECT {calls}", [value for pair in changes for value in pair])
 
 
 # The cache is summed (a scan of every row) once the bytes this process stored since it last
