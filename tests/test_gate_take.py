@@ -118,3 +118,18 @@ def test_a_slot_costs_one_statement_to_take_and_one_to_release(db):
     statements = [q["sql"].split()[0] for q in queries.captured_queries]
     assert statements == ["UPDATE", "SELECT", "UPDATE"]  # take, the test's own look, release
     assert FetchSlot.objects.get().holder == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slot_released_outside_a_transaction_is_free_and_only_by_its_holder():
+    _rows(1)
+    now = timezone.now()
+    assert take_at_once(FETCH_SLOTS, 1, "mine", now, now + timedelta(minutes=1)) == 0
+    gate.release_without_waiting(FETCH_SLOTS, 0, "not-mine")
+    assert FetchSlot.objects.get().holder == "mine"
+    gate.release_without_waiting(FETCH_SLOTS, 0, "mine")
+    assert (FetchSlot.objects.get().holder, FetchSlot.objects.get().lease_until) == ("", None)
+    if connection.vendor == "postgresql":  # the session keeps its synchronous commits
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("on",)

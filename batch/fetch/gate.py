@@ -52,7 +52,7 @@ class Gate:
         try:
             yield number
         finally:
-            self.table.release(number, token)
+            release_without_waiting(self.table, number, token)
 
     def _wait(self, token: str, lease_seconds: float) -> int:
         deadline = time.monotonic() + GATE_WAIT_SECONDS
@@ -127,6 +127,39 @@ def take_at_once(
         cursor.execute(sql, params)
         row = cursor.fetchone()
     return None if row is None else int(row[0])
+
+
+def release_without_waiting(table: SlotTable, number: int, token: str) -> None:
+    """Free slot ``number`` if ``token`` still holds it; on PostgreSQL, without waiting for the
+    commit to reach the disk (outside a caller's transaction).
+
+    A release a database crash loses leaves the slot to its lease, as a holder that died does;
+    the fetch does not wait on a disk flush for it. Takes stay synchronous: the count must hold.
+    """
+    connection = connections[router.db_for_write(table.model)]
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        table.release(number, token)
+        return
+    meta = table.model._meta
+    quote = connection.ops.quote_name
+    name, holder = quote(meta.db_table), quote(_column(table, table.holder))
+    number_column, lease = quote(_column(table, "number")), quote(_column(table, "lease_until"))
+    empty = "NULL" if table.empty is None else "%s"
+    # set_config(..., true) lasts until the end of this statement's own transaction, its commit.
+    sql = (
+        f"UPDATE {name} SET {holder} = {empty}, {lease} = NULL"  # noqa: S608 — quoted model names
+        " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous"
+        f" WHERE {number_column} = %s AND {holder} = %s"
+    )
+    params: list[Any] = [*([] if table.empty is None else [table.empty]), number, token]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _column(table: SlotTable, field: str) -> str:
+    found = table.model._meta.get_field(field)
+    assert isinstance(found, Field)
+    return str(found.column)
 
 
 FETCH_GATE = Gate(FETCH_SLOTS, lambda: settings.SIFT_FETCH_SLOTS, "fetch", RetryAfter.FETCH)
