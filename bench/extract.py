@@ -5,26 +5,43 @@ Reads the article-extraction benchmark from the bench-data directory (``--data``
 {"articleBody": ..., "url": ...}}; never copied into the repository) and prints pages/s and mean
 token F1 for:
 
-- sift markdown: ``extract(..., mode="markdown")`` (type sniffing, decoding, trafilatura in a
-  sandbox child, title/language/canonical metadata, whole-page fallback, cleaning);
-- sift text: the same in ``text`` mode, scored against the ground truth;
-- trafilatura: ``trafilatura.extract(html_bytes)`` with its defaults, as a baseline.
+- trafilatura: ``trafilatura.extract(html_bytes)`` with its defaults, in this one process: the
+  baseline;
+- sift text and sift markdown in this process: ``extract(..., mode=...)`` (type sniffing,
+  decoding, trafilatura in a sandbox child, title/language/canonical metadata, whole-page
+  fallback, cleaning);
+- sift text and sift markdown through the service: ``GET /v1/fetch`` on the real web process
+  (the Procfile's ``web`` line, gunicorn on a throwaway PostgreSQL database), which fetches each
+  page from a local upstream (loopback, the gzipped page sent as ``Content-Encoding: gzip``),
+  with ``--clients`` clients (4) at once, every request a cache miss (each round asks for
+  distinct URLs). The service may use both cores (its workers, their sandbox children); the
+  upstream and the clients run in this process and share the machine with it.
 
-Token F1 is the bag-of-words F1 of lower-cased ``\\w+`` tokens, per page, then averaged.
+The ratio lines divide each service rate by trafilatura's. Token F1 is the bag-of-words F1 of
+lower-cased ``\\w+`` tokens, per page, then averaged. ``--no-service`` skips the HTTP rows.
 
-    .venv/bin/python -m bench.extract [--data DIR] [--rounds N]
+    .venv/bin/python -m bench.extract [--data DIR] [--rounds N] [--clients N] [--no-service]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
+import http.client
 import json
 import os
+import queue
 import re
+import tempfile
+import threading
 import time
+import urllib.parse
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
@@ -33,7 +50,9 @@ import trafilatura
 
 from batch.fetch.extract import extract
 from batch.fetch.targets import TargetOptions
-from bench import data
+from bench import cpu, data, harness, submit
+from bench.harness import LOOPBACK
+from bench.postgres import BenchDatabase
 
 _TOKEN = re.compile(r"\w+")
 
@@ -47,14 +66,33 @@ def token_f1(predicted: str, truth: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def load(articles: Path) -> list[tuple[bytes, str, str]]:
+@dataclass(frozen=True)
+class Page:
+    key: str
+    body: bytes
+    url: str
+    truth: str
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    rate: float
+    f1: float
+
+
+def load(articles: Path) -> list[Page]:
     truth = json.loads((articles / "ground-truth.json").read_text())
     pages = []
     for key, item in sorted(truth.items()):
         path = articles / "html" / f"{key}.html.gz"
         if path.exists():
-            pages.append((gzip.decompress(path.read_bytes()), item["url"], item["articleBody"]))
+            pages.append(Page(key, gzip.decompress(path.read_bytes()), item["url"], item["articleBody"]))
     return pages
+
+
+def score(outputs: list[str], pages: list[Page]) -> float:
+    return sum(token_f1(out, page.truth) for out, page in zip(outputs, pages, strict=True)) / len(pages)
 
 
 def sift(mode: str) -> Callable[[bytes, str], str]:
@@ -70,34 +108,237 @@ def trafilatura_direct(body: bytes, url: str) -> str:
     return trafilatura.extract(body) or ""
 
 
-def measure(
-    name: str, fn: Callable[[bytes, str], str], pages: list[tuple[bytes, str, str]], rounds: int
-) -> str:
-    outputs: list[str] = []
-    started = time.perf_counter()
-    for _ in range(rounds):
-        outputs = [fn(body, url) for body, url, _ in pages]
-    elapsed = time.perf_counter() - started
-    f1 = sum(token_f1(out, truth) for out, (_, _, truth) in zip(outputs, pages, strict=True)) / len(pages)
-    rate = len(pages) * rounds / elapsed
-    return f"| {name:<28} | {rate:>8.1f} | {f1:>8.3f} |"
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """CPU seconds used so far by ``roots`` and every process under them, ended ones included
+    (a process's ended and reaped children are counted in its ``cutime`` and ``cstime``)."""
+    table = cpu.processes()
+    pids = {*roots, *(pid for root in roots for pid in cpu.descendants(root, table))}
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+        except OSError:
+            continue  # it ended since the listing
+        total += sum(int(x) for x in fields[11:15]) / cpu.CLOCK_TICKS  # utime stime cutime cstime
+    return total
+
+
+@dataclass
+class Contender:
+    """One way of turning the pages into text, timed round by round."""
+
+    name: str
+    run: Callable[[int], list[str]]  # round number -> the text of every page
+    roots: Callable[[], list[int]]  # whose CPU is this path's
+    elapsed: float = 0.0
+    cpu_seconds: float = 0.0
+    pages: int = 0
+    outputs: list[str] = field(default_factory=list)
+
+    def round(self, number: int) -> None:
+        roots = self.roots()
+        cpu_before, started = tree_cpu_seconds(roots), time.perf_counter()
+        self.outputs = self.run(number)
+        self.elapsed += time.perf_counter() - started
+        self.cpu_seconds += tree_cpu_seconds(roots) - cpu_before
+        self.pages += len(self.outputs)
+
+
+def in_process(name: str, fn: Callable[[bytes, str], str], pages: list[Page]) -> Contender:
+    return Contender(name, lambda _: [fn(page.body, page.url) for page in pages], lambda: [os.getpid()])
+
+
+# --- through the service ---------------------------------------------------------------------
+
+DATABASE = BenchDatabase("sift_bench_extract")
+
+
+class _UpstreamServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, pages: dict[str, bytes]) -> None:
+        super().__init__((LOOPBACK, 0), _UpstreamHandler)
+        self.pages = pages
+
+
+class _UpstreamHandler(BaseHTTPRequestHandler):
+    """``GET /<round>/<page id>``: that page, gzipped as stored, whatever the round."""
+
+    server: _UpstreamServer
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        body = self.server.pages.get(self.path.rsplit("/", 1)[-1])
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def upstream(articles: Path, keys: list[str]) -> Iterator[int]:
+    """Serve the benchmark's gzipped pages on loopback, many at once; yield the port."""
+    server = _UpstreamServer({key: (articles / "html" / f"{key}.html.gz").read_bytes() for key in keys})
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass(frozen=True)
+class Service:
+    port: int
+    upstream: int
+    keys: list[str]  # one per client: a caller has SIFT_FETCH_PER_CALLER fetches in flight per process
+    gunicorn: int
+
+    def pids(self) -> list[int]:
+        """gunicorn (its workers and their sandbox children under it) and its database sessions."""
+        return [self.gunicorn, *DATABASE.backend_pids()]
+
+
+def fetch_text(conn: http.client.HTTPConnection, service: Service, key: str, url: str, mode: str) -> str:
+    query = urllib.parse.urlencode({"url": url, "mode": mode})
+    conn.request("GET", f"/v1/fetch?{query}", headers={"Authorization": f"Bearer {key}"})
+    response = conn.getresponse()
+    body = response.read()
+    if response.status != 200:
+        raise RuntimeError(f"GET /v1/fetch {url} answered {response.status}: {body[:500]!r}")
+    content: str = json.loads(body)["content"]
+    return content
+
+
+def through_service(
+    service: Service, mode: str, ids: list[str], round_name: str, clients: int
+) -> dict[str, str]:
+    """Every page of ``ids`` fetched once, under ``/<round_name>/``, by ``clients`` clients at once."""
+    work: queue.SimpleQueue[str] = queue.SimpleQueue()
+    for key in ids:
+        work.put(key)
+    outputs: dict[str, str] = {}
+    failures: list[BaseException] = []
+
+    def client(index: int) -> None:
+        conn = http.client.HTTPConnection(LOOPBACK, service.port, timeout=120)
+        try:
+            while not failures:
+                try:
+                    key = work.get_nowait()
+                except queue.Empty:
+                    return
+                url = f"http://{LOOPBACK}:{service.upstream}/{round_name}/{key}"
+                outputs[key] = fetch_text(conn, service, service.keys[index], url, mode)
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return outputs
+
+
+def via_service(service: Service, mode: str, pages: list[Page], clients: int) -> Contender:
+    ids = [page.key for page in pages]
+
+    def run(number: int) -> list[str]:
+        # A new path every round: each request is a cache miss, fetched and extracted afresh.
+        outputs = through_service(service, mode, ids, f"{mode}-{number}", clients)
+        return [outputs[key] for key in ids]
+
+    return Contender(f"GET /v1/fetch {mode}, {clients} clients", run, service.pids)
+
+
+@contextmanager
+def service_running(articles: Path, pages: list[Page], clients: int) -> Iterator[Service]:
+    """Upstream, database and the Procfile's web process, all torn down on the way out."""
+    with (
+        upstream(articles, [page.key for page in pages]) as upstream_port,
+        DATABASE.fresh(),
+        tempfile.TemporaryDirectory(prefix="sift-bench-extract-") as tmp,
+    ):
+        submit.manage(["migrate", "--verbosity", "0"], DATABASE.url)
+        keys = submit.issue_keys(clients, DATABASE.url)
+        env = harness.service_env(
+            DATABASE.url,
+            Path(tmp) / "metrics",
+            PATH=f"{submit.BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            SIFT_FETCH_ALLOW_CIDRS="127.0.0.0/8",
+            SIFT_FETCH_ONLY_ALLOWED="true",
+            SIFT_FETCH_ALLOW_PORTS=str(upstream_port),
+        )
+        with submit.gunicorn(env, Path(tmp), "extract") as server:
+            service = Service(server.port, upstream_port, keys, server.process.pid)
+            # One page per client first, as a deployment that has served a request or two.
+            through_service(service, "text", [p.key for p in pages[:clients]], "warm", clients)
+            yield service
+
+
+# --- report ----------------------------------------------------------------------------------
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     data.add_argument(parser)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--clients", type=int, default=4, help="concurrent clients of the service (4)")
+    parser.add_argument("--no-service", action="store_true", help="in-process rows only, no HTTP")
     args = parser.parse_args()
-    pages = load(data.articles(parser, args.data))
-    megabytes = sum(len(body) for body, _, _ in pages) / 1e6
-    print(f"{len(pages)} pages, {megabytes:.1f} MB of HTML, {args.rounds} rounds each\n")
-    print("| path                         |  pages/s | token F1 |")
-    print("|------------------------------|---------:|---------:|")
-    sift("text")(pages[0][0], pages[0][1])  # warm imports and caches
-    print(measure("trafilatura.extract (txt)", trafilatura_direct, pages, args.rounds))
-    print(measure("sift extract, text mode", sift("text"), pages, args.rounds))
-    print(measure("sift extract, markdown mode", sift("markdown"), pages, args.rounds))
+    articles = data.articles(parser, args.data)
+    pages = load(articles)
+    megabytes = sum(len(page.body) for page in pages) / 1e6
+    print(f"{len(pages)} pages, {megabytes:.1f} MB of HTML, {args.rounds} rounds each", flush=True)
+    sift("text")(pages[0].body, pages[0].url)  # warm imports and caches
+    baseline = in_process("trafilatura.extract (txt)", trafilatura_direct, pages)
+    paths = [
+        baseline,
+        in_process("sift extract, text mode", sift("text"), pages),
+        in_process("sift extract, markdown mode", sift("markdown"), pages),
+    ]
+    with contextlib.ExitStack() as stack:
+        if not args.no_service:
+            service = stack.enter_context(service_running(articles, pages, args.clients))
+            paths += [via_service(service, mode, pages, args.clients) for mode in ("text", "markdown")]
+        # Round by round, every path in turn: a machine whose load changes over the run weighs
+        # on all of them alike.
+        for number in range(args.rounds):
+            for path in paths:
+                path.round(number)
+    print_report(paths, baseline, pages)
+
+
+def print_report(paths: list[Contender], baseline: Contender, pages: list[Page]) -> None:
+    print("\n| path                                 |  pages/s | CPU ms/page | token F1 |")
+    print("|--------------------------------------|---------:|------------:|---------:|")
+    for path in paths:
+        rate, cpu_ms = path.pages / path.elapsed, 1000 * path.cpu_seconds / path.pages
+        f1 = score(path.outputs, pages)
+        print(f"| {path.name:<36} | {rate:>8.1f} | {cpu_ms:>11.1f} | {f1:>8.3f} |")
+    print(
+        "\nCPU: of this process and its sandbox children in-process (the clients' and upstream's "
+        "too while the service runs are not counted), of gunicorn, its workers, their children "
+        "and the database sessions through the service.\n"
+    )
+    base_rate = baseline.pages / baseline.elapsed
+    for path in paths[1:]:
+        print(f"ratio {path.name} / trafilatura: {path.pages / path.elapsed / base_rate:.2f}x")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(harness.run_until_interrupted(main))

@@ -16,11 +16,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, router, transaction
 from django.db.models import Field
+from django.db.models.constants import OnConflict
+from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from batch.fetch import headers
@@ -99,7 +102,8 @@ def cacheable(download: Download) -> bool:
 
 
 def store(partition: str, url: str, download: Download, *, any_answer: bool = False) -> None:
-    """Keep (or replace) this partition's copy of ``url``, then fit the byte budget.
+    """Keep (or replace) this partition's copy of ``url``, then fit the byte budget (checked
+    once this process has stored a 64th of it since it last checked).
 
     ``any_answer`` keeps it whatever its status and ``Cache-Control`` (robots.txt: a 404 is a rule).
     A cache is an optimisation: a store the database refuses anyway is logged and skipped, and
@@ -107,14 +111,101 @@ def store(partition: str, url: str, download: Download, *, any_answer: bool = Fa
     """
     if not (any_answer or cacheable(download)) or len(download.body) > settings.SIFT_CACHE_MAX_BYTES:
         return
+    row = _row(url, download)
     try:
+        # One INSERT ... ON CONFLICT DO UPDATE: a miss stores its copy in one statement, where
+        # update_or_create took two savepoints, a SELECT and the INSERT.
+        own_transaction = not transaction.get_connection(router.db_for_write(CachedDocument)).in_atomic_block
         with transaction.atomic():
-            CachedDocument.objects.update_or_create(
-                partition=partition, url_sha256=_url_key(url), defaults=_row(url, download)
-            )
-        evict_over_budget()
+            _lighten_this_transaction(asynchronous=own_transaction)
+            _upsert(CachedDocument(partition=partition, url_sha256=_url_key(url), **row), list(row))
+        if _due_for_eviction(len(download.body)):
+            evict_over_budget()
     except DatabaseError:
         log.exception("the document cache refused a copy; the fetch goes on without caching it")
+
+
+# Per database alias: whether its PostgreSQL compresses with lz4 (built with it, version 14 on).
+_HAS_LZ4: dict[str, bool] = {}
+
+
+def _lighten_this_transaction(*, asynchronous: bool) -> None:
+    """On PostgreSQL, make the copy this transaction stores cheap to commit.
+
+    With ``asynchronous`` (the transaction is the store's own, not a caller's holding other
+    writes) it commits without waiting for its WAL to reach the disk: a crash of the database
+    may lose the last copies stored, which only makes the next fetch of those URLs a miss. Its body is
+    compressed with lz4 where the server has it: several times less CPU than the default pglz
+    for a body of a few hundred KB, which every cache miss stores.
+    """
+    connection = transaction.get_connection(router.db_for_write(CachedDocument))
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        if connection.alias not in _HAS_LZ4:
+            cursor.execute(
+                "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+            )
+            row = cursor.fetchone()
+            _HAS_LZ4[connection.alias] = bool(row and row[0])
+        changes = [("synchronous_commit", "off")] if asynchronous else []
+        if _HAS_LZ4[connection.alias]:
+            changes.append(("default_toast_compression", "lz4"))
+        if changes:
+            calls = ", ".join("set_config(%s, %s, true)" for _ in changes)
+            cursor.execute(f"SELECT {calls}", [value for pair in changes for value in pair])
+
+
+def _upsert(document: CachedDocument, update_fields: list[str]) -> None:
+    """Insert ``document``, or update those fields of the row its partition and URL already have.
+
+    On PostgreSQL the statement is sent with its parameters bound by the server: Django's
+    default, client-side binding, would send the body as a hex literal twice its size inside the
+    SQL text for the server to parse, about 4 times the database's CPU of a bound parameter
+    (2 ms against 0.5 for a page of 170 KB), and 5 times this process's.
+    """
+    connection = transaction.get_connection(router.db_for_write(CachedDocument))
+    unique_fields = ["partition", "url_sha256"]
+    if connection.vendor != "postgresql":
+        CachedDocument.objects.bulk_create(
+            [document], update_conflicts=True, unique_fields=unique_fields, update_fields=update_fields
+        )
+        return
+    import psycopg  # noqa: PLC0415 — the PostgreSQL driver, present where the database is
+
+    meta = CachedDocument._meta
+    query = InsertQuery(
+        CachedDocument,
+        on_conflict=OnConflict.UPDATE,
+        update_fields=[meta.get_field(name) for name in update_fields],
+        unique_fields=[meta.get_field(name) for name in unique_fields],
+    )
+    query.insert_values([f for f in meta.concrete_fields if not f.primary_key], [document])
+    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
+    connection.ensure_connection()
+    raw = psycopg.Cursor(connection.connection)
+    # Django's own wrapper: its errors are Django's, and it is logged where queries are.
+    wrapped = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    with wrapped as cursor:
+        cursor.execute(sql, params)
+
+
+# The cache is summed (a scan of every row) once the bytes this process stored since it last
+# summed reach this share of the budget, not after every store: the cache runs over its budget
+# by at most that much per process between two checks.
+EVICTION_CHECK_SHARE = 1 / 64
+_stored_since_check = 0
+_stored_lock = threading.Lock()
+
+
+def _due_for_eviction(n_bytes: int) -> bool:
+    global _stored_since_check  # noqa: PLW0603 — one tally per process
+    with _stored_lock:
+        _stored_since_check += n_bytes
+        if _stored_since_check < EVICTION_CHECK_SHARE * settings.SIFT_CACHE_MAX_BYTES:
+            return False
+        _stored_since_check = 0
+        return True
 
 
 def _row(url: str, download: Download) -> dict[str, object]:
