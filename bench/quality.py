@@ -75,7 +75,7 @@ def non_article_pages(folder: Path = PAGES) -> list[Page]:
 
 
 def article_pages(articles: Path) -> list[Page]:
-    return [(url, body, url, truth) for body, url, truth in load(articles)]
+    return [(page.url, page.body, page.url, page.truth) for page in load(articles)]
 
 
 def trafilatura_direct(body: bytes, url: str) -> str:
