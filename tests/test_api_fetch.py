@@ -291,3 +291,10 @@ def test_fetches_and_cache_hits_are_counted_in_metrics(agent, httpserver, open_l
     assert _sample(client.client, gone) - before[gone] == 1
     assert _sample(client.client, "sift_cache_hits_total") - before["sift_cache_hits_total"] == 1
     assert _sample(client.client, "sift_fetch_seconds_count") >= 3
+
+
+def test_a_malformed_fetch_is_answered_with_the_shape_of_a_fetch_not_of_a_batch(agent):
+    _, client = agent
+    hint = _fetch(client, url="https://example.org/", robots="maybe").json()["hint"]
+    assert "GET /v1/fetch?url=" in hint
+    assert "targets" not in hint

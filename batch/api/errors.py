@@ -66,6 +66,13 @@ def on_fetch_error(api: NinjaAPI, request: HttpRequest, exc: FetchError) -> Http
     return _envelope(api, request, exc.http_status, fetch_error_body(exc))
 
 
+_BATCH_SHAPE_HINT = 'Check the request against /v1/docs; a batch body is {"targets": ["https://..."]}.'
+_FETCH_SHAPE_HINT = (
+    "Check the request against /v1/docs; a fetch is GET /v1/fetch?url=https://... "
+    'or POST {"url": "https://..."}.'
+)
+
+
 def on_validation_error(api: NinjaAPI, request: HttpRequest, exc: ValidationError) -> HttpResponse:
     details = [
         {"field": ".".join(str(p) for p in e["loc"][1:] if p != "payload") or "body", "message": e["msg"]}
@@ -75,7 +82,7 @@ def on_validation_error(api: NinjaAPI, request: HttpRequest, exc: ValidationErro
     refused = Refused(
         Refusal.INVALID_REQUEST,
         f"{first['field']}: {first['message']}",
-        'Check the request against /v1/docs; a batch body is {"targets": ["https://..."]}.',
+        _FETCH_SHAPE_HINT if request.path_info.startswith("/v1/fetch") else _BATCH_SHAPE_HINT,
         details=details,
     )
     return error_response(api, request, refused)
