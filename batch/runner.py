@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,7 +37,8 @@ from batch.models import (
     JobStatus,
     SubmitLock,
 )
-from capacity.eviction import oldest_over_budget
+from capacity.eviction import UncheckedBytes, oldest_over_budget
+from capacity.pacing import Every
 
 log = logging.getLogger(__name__)
 
@@ -147,19 +147,13 @@ def submit(
     return submitted
 
 
-_last_sweep: list[datetime] = []
+# A submit sweeps at most once per SWEEP_EVERY in this process (docs/decisions.md).
+SWEEPS = Every(SWEEP_EVERY)
 
 
 def _sweep_now_and_then(now: datetime) -> None:
-    """Sweep after a submit, at most once per ``SWEEP_EVERY`` in this process (docs/decisions.md).
-
-    A clock that went back (a test travelling in time) sweeps at once.
-    """
-    last = _last_sweep[0] if _last_sweep else None
-    if last is not None and last <= now < last + SWEEP_EVERY:
-        return
-    _last_sweep[:] = [now]
-    sweep_expired_jobs(now)
+    if SWEEPS.due(now):
+        sweep_expired_jobs(now)
 
 
 def _store(
@@ -482,31 +476,7 @@ def evict_every_callers_oldest(keep: int | None = None) -> Removed:
     return removed
 
 
-# A worker checks the byte budget after storing this fraction of it (see ``UncheckedBytes``).
-BUDGET_CHECK_SHARE = 64
-
-
-class UncheckedBytes:
-    """The bytes this process stored since it last checked the byte budget.
-
-    Summing every job's bytes after each stored target would cost a query per target; instead a
-    worker checks when a job of its ends and once it has stored ``1/BUDGET_CHECK_SHARE`` of the
-    budget since its last check, so the budget is overshot by at most that share per worker.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.count = 0
-
-    def check_due(self, n_bytes: int, *, job_ended: bool) -> bool:
-        with self.lock:
-            self.count += n_bytes
-            if not job_ended and self.count * BUDGET_CHECK_SHARE < settings.SIFT_BATCH_MAX_BYTES:
-                return False
-            self.count = 0
-            return True
-
-
+# What this process stored since it last checked the byte budget (capacity.eviction).
 UNCHECKED_BYTES = UncheckedBytes()
 
 
@@ -520,6 +490,6 @@ def evict_after_store(n_bytes: int, *, ended_for: int | None) -> Removed:
     removed = Removed()
     if ended_for is not None:
         removed += evict_callers_oldest(ended_for)
-    if UNCHECKED_BYTES.check_due(n_bytes, job_ended=ended_for is not None):
+    if UNCHECKED_BYTES.check_due(n_bytes, settings.SIFT_BATCH_MAX_BYTES, anyway=ended_for is not None):
         removed += evict_oldest()
     return removed

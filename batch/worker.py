@@ -42,6 +42,7 @@ from batch.models import (
     TargetStatus,
     WorkerSlot,
 )
+from capacity.pacing import Every
 from capacity.slots import SlotTable
 
 log = logging.getLogger(__name__)
@@ -154,27 +155,10 @@ def _lease() -> timedelta:
 # --- claiming --------------------------------------------------------------------------------
 
 
-class RecoveryClock:
-    """When this process last looked for expired claim leases.
-
-    A claim looks at most every ``RECOVER_EVERY``: a lease outlasts a whole fetch, so a lost
-    target waits a second longer at most, and a drain does not pay a query per target for it.
-    A clock that went back (a test's) makes the look due at once.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.last: datetime | None = None
-
-    def due(self, now: datetime) -> bool:
-        with self.lock:
-            if self.last is not None and self.last <= now < self.last + RECOVER_EVERY:
-                return False
-            self.last = now
-            return True
-
-
-RECOVERY = RecoveryClock()
+# A claim looks for expired claim leases at most every RECOVER_EVERY in this process: a lease
+# outlasts a whole fetch, so a lost target waits a second longer at most, and a drain does not
+# pay a query per target for it.
+RECOVERY = Every(RECOVER_EVERY)
 
 
 def claim_next_target(now: datetime | None = None) -> Claim | None:

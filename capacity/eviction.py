@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from django.db.models import QuerySet, Sum
@@ -28,3 +29,29 @@ def oldest_over_budget(
         victims.append(pk)
         excess -= n_bytes
     return victims
+
+
+# A budget is checked once a process has stored this share of it since its last check.
+CHECK_SHARE = 64
+
+
+class UncheckedBytes:
+    """The bytes this process stored since it last summed a table against its byte budget.
+
+    Summing after every store would scan the table per store; instead a store asks ``check_due``,
+    which says yes once ``1/CHECK_SHARE`` of the budget has been stored since the last yes (or
+    when the caller has another reason to check), so the budget is overshot by at most that share
+    per process between checks.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def check_due(self, n_bytes: int, budget: int, *, anyway: bool = False) -> bool:
+        with self.lock:
+            self.count += n_bytes
+            if not anyway and self.count * CHECK_SHARE < budget:
+                return False
+            self.count = 0
+            return True

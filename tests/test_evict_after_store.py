@@ -2,7 +2,7 @@
 
 A store does not sum every job's bytes after each target (``runner.evict_after_store``): the
 budget is checked when a job ends and, while jobs run, once a worker process has stored
-``1/BUDGET_CHECK_SHARE`` of it since its last check.
+``1/CHECK_SHARE`` of it since its last check.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from batch import runner, storable, worker
 from batch.api.validation import validate_targets
 from batch.fetch.targets import Target
 from batch.models import BatchJob
+from capacity import eviction
 
 from .factories import make_job
 
 URL = "https://example.org/"
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 BUDGET = 64_000
-SHARE = BUDGET // runner.BUDGET_CHECK_SHARE  # 1000 bytes
+SHARE = BUDGET // eviction.CHECK_SHARE  # 1000 bytes
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +32,7 @@ def budget(settings, monkeypatch):
     settings.SIFT_BATCH_WORKERS = 1
     settings.SIFT_BATCH_JOBS_PER_CALLER = 10
     # What earlier tests stored in this process must not make a check due here.
-    monkeypatch.setattr(runner, "UNCHECKED_BYTES", runner.UncheckedBytes())
+    monkeypatch.setattr(runner, "UNCHECKED_BYTES", eviction.UncheckedBytes())
 
 
 def _result_of(n_bytes: int) -> worker.Result:

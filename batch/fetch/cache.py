@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import threading
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -29,7 +28,7 @@ from django.utils import timezone
 from batch.fetch import headers
 from batch.fetch.client import Download
 from batch.fetch.models import CachedDocument
-from capacity.eviction import oldest_over_budget
+from capacity.eviction import UncheckedBytes, oldest_over_budget
 
 FLEET_PARTITION = "fleet"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -119,7 +118,7 @@ def store(partition: str, url: str, download: Download, *, any_answer: bool = Fa
         with transaction.atomic():
             _lighten_this_transaction(asynchronous=own_transaction)
             _upsert(CachedDocument(partition=partition, url_sha256=_url_key(url), **row), list(row))
-        if _due_for_eviction(len(download.body)):
+        if UNCHECKED_BYTES.check_due(len(download.body), settings.SIFT_CACHE_MAX_BYTES):
             evict_over_budget()
     except DatabaseError:
         log.exception("the document cache refused a copy; the fetch goes on without caching it")
@@ -190,22 +189,9 @@ def _upsert(document: CachedDocument, update_fields: list[str]) -> None:
         cursor.execute(sql, params)
 
 
-# The cache is summed (a scan of every row) once the bytes this process stored since it last
-# summed reach this share of the budget, not after every store: the cache runs over its budget
-# by at most that much per process between two checks.
-EVICTION_CHECK_SHARE = 1 / 64
-_stored_since_check = 0
-_stored_lock = threading.Lock()
-
-
-def _due_for_eviction(n_bytes: int) -> bool:
-    global _stored_since_check  # noqa: PLW0603 — one tally per process
-    with _stored_lock:
-        _stored_since_check += n_bytes
-        if _stored_since_check < EVICTION_CHECK_SHARE * settings.SIFT_CACHE_MAX_BYTES:
-            return False
-        _stored_since_check = 0
-        return True
+# The cache is summed (a scan of every row) when this process has stored a share of its budget
+# since it last summed, not after every store.
+UNCHECKED_BYTES = UncheckedBytes()
 
 
 def _row(url: str, download: Download) -> dict[str, object]:
