@@ -6,6 +6,9 @@ benchmark, with figures); here they run through sift's extraction as the service
 
 from __future__ import annotations
 
+import lxml.html
+import pytest
+
 from batch.fetch import html_text as html_module
 from batch.fetch.extract import extract
 from batch.fetch.html_text import (
@@ -134,3 +137,27 @@ def test_text_mode_leaves_the_title_to_the_envelope_and_markdown_keeps_its_headi
     assert text.title == "Starter smells like acetone | Bread Journal"
     assert text.content.startswith(POSTS[0])
     assert markdown.content.startswith("# Starter smells like acetone")
+
+
+def test_only_a_short_precise_reading_is_read_again_for_recall(monkeypatch: pytest.MonkeyPatch) -> None:
+    readings: list[bool] = []
+    read = html_module._trafilatura
+
+    def counted(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool) -> str:
+        readings.append(precision)
+        return read(tree, markdown=markdown, precision=precision)
+
+    monkeypatch.setattr(html_module, "_trafilatura", counted)
+    article = "".join(f"<p>{post}</p>" for post in POSTS * 3)
+    html_text(
+        f"<html><body><article>{article}</article></body></html>", url="https://a.test/", markdown=False
+    )
+    assert readings == [True]
+
+    readings.clear()
+    html_text(
+        f"<html><body><article><p>{POSTS[0]}</p></article></body></html>",
+        url="https://a.test/",
+        markdown=False,
+    )
+    assert readings == [True, False]
