@@ -160,12 +160,7 @@ def _store(
     caller: ApiKey, targets: Sequence[Target], request: SubmitRequest, *, one_token: bool
 ) -> Submitted:
     with transaction.atomic():
-        # Locks are always taken in the same order, caller row then submit tokens, so two
-        # submits can never wait on each other in a cycle. The caller row is locked FOR NO KEY
-        # UPDATE: it still serialises the caller's submits, but not the FOR KEY SHARE with which a
-        # worker's commit checks a job's foreign key to it, while this submit waits to touch that job.
-        ApiKey.objects.select_for_update(no_key=True).filter(pk=caller.pk).values_list("pk").first()
-        _take_tokens(one_token)
+        _lock_caller_and_take_tokens(caller, one_token)
         now = timezone.now()
         seen = _look(caller, request, now)
         answered = _answer(caller, request, seen)
@@ -229,19 +224,37 @@ def _remember_key(caller: ApiKey, request: SubmitRequest, job: BatchJob, now: da
     )
 
 
-def _take_tokens(one_token: bool) -> None:
-    """One free submit token, or every token (waiting for the submits holding them).
+def _lock_caller_and_take_tokens(caller: ApiKey, one_token: bool) -> None:
+    """Lock the caller's row, then take one free submit token or every token, in one statement.
 
     A submit holding one token checked, after taking it, that the live jobs plus every token
     stay within ``JOBS_TOTAL``; so however many such submits commit, the cap holds. Near the cap a
-    submit holds every token, and is the only one that may create a job.
+    submit holds every token (waiting for the submits holding them), and is the only one that
+    may create a job.
+
+    Locks are always taken in the same order, caller row then tokens, so two submits can never
+    wait on each other in a cycle: the caller's lock is an uncorrelated ``EXISTS``, which
+    PostgreSQL runs once, as the filter that gates the scan of the tokens, before it locks any
+    of them (``tests/test_submit_locks.py`` holds it to that). The caller row is locked FOR NO KEY
+    UPDATE: it still serialises the caller's submits, but not the FOR KEY SHARE with which a
+    worker's commit checks a job's foreign key to it, while this submit waits to touch that job.
+
+    On SQLite the transaction (``IMMEDIATE``, settings) already holds the one write lock.
     """
-    if not one_token:
-        list(SubmitLock.objects.select_for_update().order_by("pk").values_list("pk", flat=True))
-    elif (
-        SubmitLock.objects.select_for_update(skip_locked=True).order_by("pk").values_list("pk").first()
-        is None
-    ):
+    if connection.vendor != "postgresql":
+        return
+    q = connection.ops.quote_name
+    token, caller_table = q(SubmitLock._meta.db_table), q(ApiKey._meta.db_table)
+    lock = "LIMIT 1 FOR UPDATE SKIP LOCKED" if one_token else "FOR UPDATE"
+    # Names come from the models, the caller's id is a parameter.
+    sql = (
+        f"SELECT {q('id')} FROM {token} WHERE EXISTS ("  # noqa: S608
+        f"SELECT 1 FROM {caller_table} WHERE {q('id')} = %s FOR NO KEY UPDATE) ORDER BY {q('id')} {lock}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [caller.pk])
+        taken = cursor.fetchall()
+    if one_token and not taken:
         raise _NeedEveryToken
 
 
