@@ -37,6 +37,7 @@ from batch.models import (
     JobStatus,
     SubmitLock,
 )
+from batch.statements import prepared_cursor
 from capacity.eviction import UncheckedBytes, oldest_over_budget
 from capacity.pacing import Every
 
@@ -213,7 +214,7 @@ def _insert(objs: Sequence[Model]) -> None:
     # Names come from the model, values are parameters.
     table, columns = q(meta.db_table), ", ".join(q(str(f.column)) for f in fields)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}", values)  # noqa: S608
 
 
@@ -251,7 +252,7 @@ def _lock_caller_and_take_tokens(caller: ApiKey, one_token: bool) -> None:
         f"SELECT {q('id')} FROM {token} WHERE EXISTS ("  # noqa: S608
         f"SELECT 1 FROM {caller_table} WHERE {q('id')} = %s FOR NO KEY UPDATE) ORDER BY {q('id')} {lock}"
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [caller.pk])
         taken = cursor.fetchall()
     if one_token and not taken:
@@ -334,7 +335,7 @@ def _look(caller: ApiKey, request: SubmitRequest, now: datetime) -> Seen:
         caller.pk, *live, fresh, settings.SIFT_BATCH_JOBS_PER_CALLER,
         *live, fresh, settings.SIFT_BATCH_JOBS_TOTAL,
     ]  # fmt: skip
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         twin_id, keyed_job_id, keyed_sha256, callers_live, every_live = cursor.fetchone()
     return Seen(twin_id, keyed_job_id, keyed_sha256, callers_live, every_live)

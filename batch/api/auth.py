@@ -16,6 +16,7 @@ from ninja.security import HttpBearer
 
 from batch.errors import Refusal, Refused
 from batch.models import ApiKey, hash_key
+from batch.statements import prepared_cursor
 
 
 class KeyAuth(HttpBearer):
@@ -58,7 +59,7 @@ def _api_key_with_hash(key_sha256: str) -> ApiKey | None:
     q = connection.ops.quote_name
     columns = ", ".join(q(str(f.column)) for f in _FIELDS)
     sql = f"SELECT {columns} FROM {q(ApiKey._meta.db_table)} WHERE {q('key_sha256')} = %s"  # noqa: S608 - names come from the model
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [key_sha256])
         row = cursor.fetchone()
     if row is None:
