@@ -30,10 +30,11 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
         return
     import psycopg  # noqa: PLC0415 - the PostgreSQL driver, present where the database is
 
-    # What connection.cursor() does before it makes its cursor: the health check (a connection
-    # that died since the last request is replaced, not used) and the connection itself.
+    # What connection.cursor() does around the cursor it makes: the health check (a connection
+    # that died since the last request is replaced, not used), the connection, the thread check.
     connection.close_if_health_check_failed()
     connection.ensure_connection()
+    connection.validate_thread_sharing()
     # Any: django-stubs type make_cursor's argument as Django's own wrapper, not a driver's cursor.
     raw: Any = psycopg.Cursor(connection.connection)
     wrapped = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
