@@ -1,9 +1,9 @@
 """A cursor for the plain SQL statements every API request sends: prepared once on PostgreSQL.
 
 Django binds parameters on the client, into the SQL text, which psycopg never prepares: the
-server parses and plans the same statements again for each request. Planning the submit's look
-(five subqueries) cost PostgreSQL three times what running it did. Through this cursor the server
-binds the parameters, and psycopg prepares a statement on its connection once it has run
+server parses and plans the same statements again for each request. The submit's look (five
+subqueries) cost PostgreSQL 0.29 ms of CPU that way, 0.08 ms prepared. Through this cursor the
+server binds the parameters, and psycopg prepares a statement on its connection once it has run
 ``prepare_threshold`` times (settings: ``DATABASES`` ``OPTIONS``). See docs/decisions.md.
 """
 
