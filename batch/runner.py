@@ -14,6 +14,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -37,6 +38,7 @@ from batch.models import (
     JobStatus,
     SubmitLock,
 )
+from batch.statements import prepared_cursor
 from capacity.eviction import UncheckedBytes, oldest_over_budget
 from capacity.pacing import Every
 
@@ -160,12 +162,7 @@ def _store(
     caller: ApiKey, targets: Sequence[Target], request: SubmitRequest, *, one_token: bool
 ) -> Submitted:
     with transaction.atomic():
-        # Locks are always taken in the same order, caller row then submit tokens, so two
-        # submits can never wait on each other in a cycle. The caller row is locked FOR NO KEY
-        # UPDATE: it still serialises the caller's submits, but not the FOR KEY SHARE with which a
-        # worker's commit checks a job's foreign key to it, while this submit waits to touch that job.
-        ApiKey.objects.select_for_update(no_key=True).filter(pk=caller.pk).values_list("pk").first()
-        _take_tokens(one_token)
+        _lock_caller_and_take_tokens(caller, one_token)
         now = timezone.now()
         seen = _look(caller, request, now)
         answered = _answer(caller, request, seen)
@@ -184,22 +181,37 @@ def _store(
             idem_key=request.content_key,
             callback_url=request.callback_url,
         )
-        _insert([job])
-        job._state.adding = False
         _insert(
+            job,
             [
                 BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict())
                 for i, t in enumerate(targets)
-            ]
+            ],
         )
+        job._state.adding = False
         if request.idempotency_key is not None:
             _remember_key(caller, request, job, now)
         transaction.on_commit(wakeups.wake_on_submit)
     return Submitted(job, reused=False)
 
 
-def _insert(objs: Sequence[Model]) -> None:
-    """Insert ``objs`` (rows of one model, their primary keys set or automatic) in one statement.
+def _insert(job: BatchJob, targets: Sequence[BatchTarget]) -> None:
+    """Insert the job and its targets: one statement on PostgreSQL, two on SQLite.
+
+    PostgreSQL runs the job's ``INSERT`` as a data-modifying ``WITH`` of the targets' one (their
+    foreign key to the job is checked at commit); SQLite has no such ``WITH``.
+    """
+    statements = [_insert_statement([job]), _insert_statement(targets)]
+    if connection.vendor == "postgresql":
+        (job_sql, job_values), (targets_sql, target_values) = statements
+        statements = [(f"WITH job AS ({job_sql}) {targets_sql}", [*job_values, *target_values])]
+    with prepared_cursor() as cursor:
+        for sql, values in statements:
+            cursor.execute(sql, values)
+
+
+def _insert_statement(objs: Sequence[Model]) -> tuple[str, list[Any]]:
+    """The ``INSERT`` of ``objs`` (rows of one model, their primary keys set or automatic) and its values.
 
     ``bulk_create`` and ``create`` less their per-value machinery, which made about a quarter of
     a submit's Python work; each value is still adapted by its own field, defaults included.
@@ -218,8 +230,7 @@ def _insert(objs: Sequence[Model]) -> None:
     # Names come from the model, values are parameters.
     table, columns = q(meta.db_table), ", ".join(q(str(f.column)) for f in fields)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}", values)  # noqa: S608
+    return f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}", values  # noqa: S608
 
 
 def _remember_key(caller: ApiKey, request: SubmitRequest, job: BatchJob, now: datetime) -> None:
@@ -229,19 +240,37 @@ def _remember_key(caller: ApiKey, request: SubmitRequest, job: BatchJob, now: da
     )
 
 
-def _take_tokens(one_token: bool) -> None:
-    """One free submit token, or every token (waiting for the submits holding them).
+def _lock_caller_and_take_tokens(caller: ApiKey, one_token: bool) -> None:
+    """Lock the caller's row, then take one free submit token or every token, in one statement.
 
     A submit holding one token checked, after taking it, that the live jobs plus every token
     stay within ``JOBS_TOTAL``; so however many such submits commit, the cap holds. Near the cap a
-    submit holds every token, and is the only one that may create a job.
+    submit holds every token (waiting for the submits holding them), and is the only one that
+    may create a job.
+
+    Locks are always taken in the same order, caller row then tokens, so two submits can never
+    wait on each other in a cycle: the caller's lock is an uncorrelated ``EXISTS``, which
+    PostgreSQL runs once, as the filter that gates the scan of the tokens, before it locks any
+    of them (``tests/test_submit_locks.py`` holds it to that). The caller row is locked FOR NO KEY
+    UPDATE: it still serialises the caller's submits, but not the FOR KEY SHARE with which a
+    worker's commit checks a job's foreign key to it, while this submit waits to touch that job.
+
+    On SQLite the transaction (``IMMEDIATE``, settings) already holds the one write lock.
     """
-    if not one_token:
-        list(SubmitLock.objects.select_for_update().order_by("pk").values_list("pk", flat=True))
-    elif (
-        SubmitLock.objects.select_for_update(skip_locked=True).order_by("pk").values_list("pk").first()
-        is None
-    ):
+    if connection.vendor != "postgresql":
+        return
+    q = connection.ops.quote_name
+    token, caller_table = q(SubmitLock._meta.db_table), q(ApiKey._meta.db_table)
+    lock = "LIMIT 1 FOR UPDATE SKIP LOCKED" if one_token else "FOR UPDATE"
+    # Names come from the models, the caller's id is a parameter.
+    sql = (
+        f"SELECT {q('id')} FROM {token} WHERE EXISTS ("  # noqa: S608
+        f"SELECT 1 FROM {caller_table} WHERE {q('id')} = %s FOR NO KEY UPDATE) ORDER BY {q('id')} {lock}"
+    )
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, [caller.pk])
+        taken = cursor.fetchall()
+    if one_token and not taken:
         raise _NeedEveryToken
 
 
@@ -321,7 +350,7 @@ def _look(caller: ApiKey, request: SubmitRequest, now: datetime) -> Seen:
         caller.pk, *live, fresh, settings.SIFT_BATCH_JOBS_PER_CALLER,
         *live, fresh, settings.SIFT_BATCH_JOBS_TOTAL,
     ]  # fmt: skip
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         twin_id, keyed_job_id, keyed_sha256, callers_live, every_live = cursor.fetchone()
     return Seen(twin_id, keyed_job_id, keyed_sha256, callers_live, every_live)

@@ -452,6 +452,19 @@ def print_table(rows: list[Row]) -> None:
         )
 
 
+def per_request_text(row: Row) -> str:
+    """CPU milliseconds each answered request cost the server and the database.
+
+    Unlike req/s these hardly depend on what else the machine runs, so two runs on a shared
+    machine compare by them.
+    """
+    requests = len(row.latencies) or 1
+    gunicorn, postgres = (
+        row.cpu.cores[name] * row.window.seconds * 1000 / requests for name in ("gunicorn", "postgres")
+    )
+    return f"gunicorn {gunicorn:.2f} ms, postgres {postgres:.2f} ms"
+
+
 def print_details(rows: list[Row]) -> None:
     print(f"\nper row: req/s in each second of the window; CPU in cores (of {os.cpu_count()}) meanwhile")
     for row in rows:
@@ -463,6 +476,7 @@ def print_details(rows: list[Row]) -> None:
         print(f"    per second: {' '.join(map(str, per_second(row)))}")
         workers = " + ".join(f"{c:.2f}" for c in row.cpu.gunicorn_workers)
         print(f"    cpu: {cpu}   (gunicorn workers {workers}; each client busy {duty:.0%} of its time)")
+        print(f"    cpu per request: {per_request_text(row)}")
         print(f"    connections opened: {sum(c.connections for c in row.clients)}")
         total = sum(row.backends.values()) or 1
         states = ", ".join(f"{n / total:.0%} {state}" for state, n in row.backends.most_common())

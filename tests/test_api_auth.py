@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
+from batch.api.auth import caller_for_key
 from batch.models import ApiKey, BatchJob
 
 from .factories import ApiClient, MakeCaller, submit
@@ -91,3 +93,17 @@ def test_a_key_with_odd_bytes_appended_is_401(agent):
         "/v1/batch", headers={"Authorization": client.headers["Authorization"] + "\xff"}
     )
     assert response.status_code == 401
+
+
+def test_the_caller_a_key_names_is_read_as_the_orm_reads_it(db):
+    # caller_for_key reads the row with plain SQL: every value must come back as the ORM's,
+    # booleans and datetimes included (SQLite stores them as integers and text).
+    api_key, raw_key = ApiKey.issue("plain", workspace="ws", caller_class="restricted")
+    ApiKey.objects.filter(pk=api_key.pk).update(last_used_at=timezone.now())
+    read = caller_for_key(raw_key)
+    assert read is not None
+    expected = ApiKey.objects.get(pk=api_key.pk)
+    fields = [f.attname for f in ApiKey._meta.concrete_fields]
+    assert [getattr(read, f) for f in fields] == [getattr(expected, f) for f in fields]
+    assert read.active is True
+    assert not read._state.adding
