@@ -13,19 +13,26 @@ takes is decided here and nowhere else. See docs/workers.md, "Waking and drainin
 - ``SCHEDULE``: the per-minute safety net, for a task lost some other way.
 
 A running drain claims until no work is left, so a waiting drain task makes another one useless.
+
+``WakingBroker`` is django-q2's ORM broker with a pusher that wakes as soon as a task is queued
+instead of at its next poll (docs/decisions.md, "The pusher wakes on NOTIFY").
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import os
 import threading
 import time
 from typing import Any
 
+import psycopg
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, connections
 from django.utils import timezone
+from django_q.brokers.orm import ORM
+from django_q.conf import Conf
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
@@ -101,3 +108,88 @@ def _wake_when_database_answers() -> None:
             time.sleep(START_RETRY_SECONDS)
         finally:
             connection.close()
+
+
+# --- the pusher's wake-up ----------------------------------------------------------------------
+
+
+class WakingBroker(ORM):
+    """The ORM broker, whose pusher waits for a ``NOTIFY`` instead of sleeping between looks.
+
+    django-q2's pusher looks for queued tasks, and sleeps ``poll`` seconds whenever it finds
+    none: a submit waited up to that long (half of it on average) before a worker even got its
+    drain. On PostgreSQL every ``enqueue`` also notifies the queue's channel (delivered when the
+    task's row commits, so the pusher never wakes before it can see it), and the pusher waits
+    for that notification on a connection of its own, ``poll`` seconds at most: the poll stays
+    the safety net for a lost notification. On SQLite the pusher sleeps as before.
+    """
+
+    def enqueue(self, task: str) -> Any:
+        task_id = super().enqueue(task)
+        database = connections[Conf.ORM]
+        if database.vendor == "postgresql":
+            with database.cursor() as cursor:
+                cursor.execute("SELECT pg_notify(%s, '')", [self.channel])
+        return task_id
+
+    def dequeue(self) -> list[tuple[Any, Any]] | None:
+        """django-q2's ``ORM.dequeue``, waiting on the channel where it would sleep."""
+        tasks = self.get_connection().filter(key=self.list_key, lock__lt=timezone.now())[: Conf.BULK]
+        if tasks:
+            return [
+                (task.pk, task.payload)
+                for task in tasks
+                if self.get_connection().filter(id=task.id, lock=task.lock).update(lock=self.timeout(task))
+            ]
+        self.listener.wait(Conf.POLL)
+        return None
+
+    @property
+    def channel(self) -> str:
+        return f"sift_queue_{self.list_key}"
+
+    @property
+    def listener(self) -> Listener:
+        # The pusher is forked from the process that made the broker: a listener is per process.
+        listener = getattr(self, "_listener", None)
+        if listener is None or listener.pid != os.getpid():
+            listener = self._listener = Listener(self.channel)
+        return listener
+
+
+class Listener:
+    """A connection that ``LISTEN``s to one channel, made on first use and again after a failure."""
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+        self.pid = os.getpid()
+        self.connection: psycopg.Connection[Any] | None = None
+
+    def wait(self, seconds: float) -> None:
+        """Return at the channel's next notification, or after ``seconds`` (at once on connecting)."""
+        database = connections[Conf.ORM]
+        if database.vendor != "postgresql":
+            time.sleep(seconds)
+            return
+        try:
+            if self.connection is None or self.connection.closed:
+                # A notification sent before LISTEN is not delivered: the caller looks once more.
+                self.connection = self._listen(database)
+                return
+            for _ in self.connection.notifies(timeout=seconds, stop_after=1):
+                pass
+        except psycopg.Error:
+            log.warning("pusher: listening for queued tasks failed; polling", exc_info=True)
+            self.close()
+            time.sleep(seconds)
+
+    def _listen(self, database: Any) -> psycopg.Connection[Any]:
+        listening: psycopg.Connection[Any] = database.get_new_connection(database.get_connection_params())
+        listening.autocommit = True
+        listening.execute(f"LISTEN {database.ops.quote_name(self.channel)}")
+        return listening
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+        self.connection = None
