@@ -5,7 +5,8 @@ takes is decided here and nowhere else. See docs/workers.md, "Waking and drainin
 
 - ``SUBMIT``: a job was stored; every worker starts at once, unless a drain is already waiting.
 - ``PARTNER``: a drain made its first claim; with two workers the other one starts too (the web
-  process may run with other settings, or the partner's drain may have ended earlier).
+  process may run with other settings, or the partner's drain may have ended earlier), unless
+  as many drains as workers are queued or running already, this one included.
 - ``HAND_OVER``: a drain spent its budget with work left; exactly one successor, whatever waits,
   since the drain's own task is running, not waiting.
 - ``PROCESS_START``: a cluster worker process started (a cluster start or a respawn); work left by
@@ -74,8 +75,12 @@ def drains_wanted(reason: Wake) -> int:
     """How many drain tasks to queue now, and why not more."""
     if reason is Wake.HAND_OVER:
         return 1 if has_unfinished_work() else 0
-    if reason is Wake.PARTNER and settings.SIFT_BATCH_WORKERS < 2:
-        return 0
+    if reason is Wake.PARTNER:
+        # The asking drain runs, and claims until no work is left: only the second worker is at
+        # stake, so a drain that runs but is about to end may count (it hands over if work is left).
+        if settings.SIFT_BATCH_WORKERS < 2:
+            return 0
+        return max(settings.SIFT_BATCH_WORKERS - _live_drains(), 0)
     if reason in (Wake.PROCESS_START, Wake.SCHEDULE) and not has_unfinished_work():
         return 0
     if _drain_waiting():
@@ -86,6 +91,12 @@ def drains_wanted(reason: Wake) -> int:
 def _drain_waiting() -> bool:
     """Is a task queued and not yet taken by a worker? (A taken one's lock lies in the future.)"""
     return OrmQ.objects.filter(key=settings.Q_CLUSTER["name"], lock__lte=timezone.now()).exists()
+
+
+def _live_drains() -> int:
+    """Drain tasks queued or running: a taken task's row stays in the queue until it has run."""
+    queued = OrmQ.objects.filter(key=settings.Q_CLUSTER["name"])
+    return sum(1 for task in queued if task.func() == DRAIN_TASK)
 
 
 def wake_on_submit() -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 from django_q.models import OrmQ
+from django_q.tasks import async_task
 
 from batch import heartbeat, tasks, wakeups
 from batch.wakeups import Wake
@@ -34,6 +38,21 @@ def test_no_reason_but_a_hand_over_queues_a_drain_while_one_is_waiting(stranded_
         assert wakeups.ensure_workers(reason) == 0
     assert wakeups.ensure_workers(Wake.HAND_OVER) == 1
     assert OrmQ.objects.count() == 3
+
+
+def _take_queued_tasks() -> None:
+    """As the pusher does: a taken task's row stays, locked, until the task has run."""
+    OrmQ.objects.filter(lock__lte=timezone.now()).update(lock=timezone.now() + timedelta(hours=1))
+
+
+def test_a_first_claim_wakes_a_partner_only_while_fewer_drains_than_workers_live(db, two_workers):
+    async_task("batch.tasks.sweep_and_evict")  # not a drain: never counted
+    async_task(wakeups.DRAIN_TASK)  # the drain that asks
+    _take_queued_tasks()
+    assert wakeups.ensure_workers(Wake.PARTNER) == 1
+    assert wakeups.ensure_workers(Wake.PARTNER) == 0  # the partner's drain waits ...
+    _take_queued_tasks()
+    assert wakeups.ensure_workers(Wake.PARTNER) == 0  # ... and then runs
 
 
 def test_a_single_worker_has_no_partner_to_wake(db, settings):
