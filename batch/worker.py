@@ -341,7 +341,8 @@ def _finish(
     try:
         with _ending(claim, successor) as end:
             stored = finish_target(claim, status, result=result, failure=failure)
-            following = end.pass_slot()
+            end.pass_slot()
+        following = end.following  # only once it committed
     except Exception as error:
         if connection_lost(error):
             raise  # not a value the database refused: the drain waits and stores it again
