@@ -94,7 +94,11 @@ def _drain_waiting() -> bool:
 
 
 def _live_drains() -> int:
-    """Drain tasks queued or running: a taken task's row stays in the queue until it has run."""
+    """Drain tasks queued or running: a taken task's row stays in the queue until it has run.
+
+    Each row is unpacked to see its function; the queue holds only drains and the few scheduled
+    tasks (nothing else queues tasks), so that is a handful of rows.
+    """
     queued = OrmQ.objects.filter(key=settings.Q_CLUSTER["name"])
     return sum(1 for task in queued if task.func() == DRAIN_TASK)
 
