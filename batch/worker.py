@@ -4,9 +4,11 @@ See docs/workers.md.
 
 A claim takes one of the ``WORKERS`` slot rows and the fairest pending target in one short
 transaction; the fetch runs outside any transaction; the result, the job's counters and, for
-the last target, the job's final status are written in another short transaction. Every write
-is conditional on the claim still being ours, so a worker that lost its lease (it was presumed
-dead) can never store a second result.
+the last target, the job's final status are written in another short transaction. In a drain,
+that transaction also hands the slot over to the next fairest target (``Successor``), so a
+worker goes from one target to the next in one commit. Every write is conditional on the claim
+still being ours, so a worker that lost its lease (it was presumed dead) can never store a
+second result.
 
 The per-target work is a ``FetchFunc`` (``fetch_func``): this module knows nothing about HTTP
 or the fetch pipeline. See docs/workers.md.
@@ -18,7 +20,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -164,8 +167,7 @@ RECOVERY = Every(RECOVER_EVERY)
 def claim_next_target(now: datetime | None = None) -> Claim | None:
     """Take a free slot and the next target in round-robin order, or ``None`` if either is missing."""
     now = now or timezone.now()
-    if RECOVERY.due(now):
-        recover_lost_claims(now)
+    _recover_if_due(now)
     with transaction.atomic():
         slot = WORKER_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
         if slot is None:
@@ -174,10 +176,58 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
         if target is None or not _serve_job(target.job_id, now):
             return None
         claim = _take(slot, target, now)
+    _log_claim(claim)
+    return claim
+
+
+def _log_claim(claim: Claim) -> None:
     log.info(
         "job %s target %d claimed attempt=%d slot=%d", claim.job_id, claim.idx, claim.attempt, claim.slot
     )
-    return claim
+
+
+def _recover_if_due(now: datetime) -> None:
+    if RECOVERY.due(now):
+        recover_lost_claims(now)
+
+
+@dataclass
+class Successor:
+    """A drain's ask that each store also claim the next target, into the slot it frees.
+
+    One transaction and one commit instead of a store and then a claim, and no moment where the
+    slot is free while its worker has work. The next target is the one ``claim_next_target``
+    would take, with one exception that keeps two workers from deadlocking: a target of another
+    job than the stored one is taken only if that job's row is not locked by another
+    transaction at that moment; if it is, the slot is freed and the drain claims as usual,
+    waiting its turn. ``claimed_at`` is the last hand-over's claim time: if its commit was
+    never answered, the drain gives that claim back by it (``release_unanswered_claim``).
+    """
+
+    deadline: float  # time.monotonic(): no hand-over after it, as no claim
+    claimed_at: datetime | None = None
+
+    def pass_slot(self, claim: Claim) -> Claim | None:
+        """Inside the store's transaction: the next target into ``claim``'s slot, or the slot freed.
+
+        Called under ``IN_FLIGHT.lock``, so that a stop either sees the next claim or prevents it.
+        """
+        if not IN_FLIGHT.stopping and time.monotonic() < self.deadline:
+            now = self.claimed_at = timezone.now()
+            target = _fairest_pending_target(now)
+            if (
+                target is not None
+                and (target.job_id == claim.job_id or _job_row_free(target.job_id))
+                and _serve_job(target.job_id, now)
+            ):
+                return _take(claim.slot, target, now)
+        _release_slot(claim)
+        return None
+
+
+def _job_row_free(job_id: str) -> bool:
+    """Lock the job's row if no other transaction holds it (the store already holds its own job's)."""
+    return BatchJob.objects.select_for_update(skip_locked=True).filter(pk=job_id).exists()
 
 
 class PendingTarget(NamedTuple):
@@ -251,36 +301,48 @@ def _take(slot: int, target: PendingTarget, now: datetime) -> Claim:
 # --- running and storing ---------------------------------------------------------------------
 
 
-def run_claim(claim: Claim, fetch: FetchFunc) -> None:
-    """Fetch outside any transaction, then store the result, the failure or the retry."""
+def run_claim(claim: Claim, fetch: FetchFunc, successor: Successor | None = None) -> Claim | None:
+    """Fetch outside any transaction, then store the result, the failure or the retry.
+
+    With a ``successor``, the store also claims the next target: that claim is returned.
+    """
     started = time.monotonic()
     try:
         result = fetch(claim.caller, claim.target)
     except RetryLater as busy:
-        _retry_or_give_up(claim, busy)
+        return _retry_or_give_up(claim, busy, successor)
     except TargetFailed as failed:
-        _finish(claim, TargetStatus.FAILED, failure=failed.failure)
+        return _finish(claim, TargetStatus.FAILED, failure=failed.failure, successor=successor)
     except Exception as error:
         if connection_lost(error):
             raise  # the drain waits for the database and runs the claim again while it is ours
         log.exception("job %s target %d: the fetch function raised", claim.job_id, claim.idx)
-        _finish(claim, TargetStatus.FAILED, failure=INTERNAL_FAILURE)
+        return _finish(claim, TargetStatus.FAILED, failure=INTERNAL_FAILURE, successor=successor)
     else:
-        _finish(claim, TargetStatus.DONE, result=result)
+        return _finish(claim, TargetStatus.DONE, result=result, successor=successor)
     finally:
         metrics.TARGET_SECONDS.observe(time.monotonic() - started)
 
 
-def _finish(claim: Claim, status: str, *, result: object = None, failure: Failure | None = None) -> None:
-    """Store the target's end and free the slot; a store that fails ends the target ``internal``.
+def _finish(
+    claim: Claim,
+    status: str,
+    *,
+    result: object = None,
+    failure: Failure | None = None,
+    successor: Successor | None = None,
+) -> Claim | None:
+    """Store the target's end and free or hand over the slot; a store that fails ends the target ``internal``.
 
     Whatever went wrong (a value the database refused, a result that is not a mapping), the
     slot is freed at once: the drain goes on with the next target, never waiting for the lease.
     """
+    following = None
     try:
-        with transaction.atomic():
+        with _ending(claim, successor) as end:
             stored = finish_target(claim, status, result=result, failure=failure)
-            _release_slot(claim)
+            end.pass_slot()
+        following = end.following  # only once it committed
     except Exception as error:
         if connection_lost(error):
             raise  # not a value the database refused: the drain waits and stores it again
@@ -288,6 +350,41 @@ def _finish(claim: Claim, status: str, *, result: object = None, failure: Failur
         stored = _finish_internal(claim)
     if stored is not None:
         _evict_after(claim, stored)
+    return following
+
+
+@dataclass
+class Ending:
+    """The slot of a claim whose end is being stored: freed, or handed over by the ``successor``."""
+
+    claim: Claim
+    successor: Successor | None
+    following: Claim | None = None
+
+    def pass_slot(self) -> Claim | None:
+        if self.successor is None:
+            _release_slot(self.claim)
+        else:
+            self.following = self.successor.pass_slot(self.claim)
+        return self.following
+
+
+@contextmanager
+def _ending(claim: Claim, successor: Successor | None) -> Iterator[Ending]:
+    """The store's transaction; with a ``successor``, under ``IN_FLIGHT.lock``, and the claim it
+    hands over recorded in flight as it commits, so that a stop always knows what to give back."""
+    end = Ending(claim, successor)
+    if successor is None:
+        with transaction.atomic():
+            yield end
+        return
+    _recover_if_due(timezone.now())
+    with IN_FLIGHT.lock:
+        with transaction.atomic():
+            yield end
+        IN_FLIGHT.claim = end.following
+    if end.following is not None:
+        _log_claim(end.following)
 
 
 def _evict_after(ref: TargetRef, stored: Stored) -> None:
@@ -433,7 +530,7 @@ def _settle_job(job_id: str, now: datetime) -> int | None:
     return caller_id
 
 
-def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
+def _retry_or_give_up(claim: Claim, busy: RetryLater, successor: Successor | None = None) -> Claim | None:
     now = timezone.now()
     if busy.host_turn:
         wait = max(busy.wait or 0.0, 0.0)  # exactly the turn's distance, however far
@@ -443,11 +540,11 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
         )
         if (now - first_busy).total_seconds() >= settings.SIFT_BATCH_RETRY_FOR:
             error = f"still busy after {settings.SIFT_BATCH_RETRY_FOR:.0f}s of retrying: {busy}"
-            _finish(claim, TargetStatus.FAILED, failure=Failure(Outcome.BUSY, error, Outcome.BUSY.hint))
-            return
+            busy_failure = Failure(Outcome.BUSY, error, Outcome.BUSY.hint)
+            return _finish(claim, TargetStatus.FAILED, failure=busy_failure, successor=successor)
         wait = _retry_wait(busy.wait)
     try:
-        _store_retry(claim, now, wait, busy=not busy.host_turn)
+        following = _store_retry(claim, now, wait, busy=not busy.host_turn, successor=successor)
     except Exception as error:
         if connection_lost(error):
             raise
@@ -455,8 +552,9 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
         stored = _finish_internal(claim)
         if stored is not None:
             _evict_after(claim, stored)
-        return
+        return None
     log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
+    return following
 
 
 def _retry_wait(asked: float | None) -> float:
@@ -471,10 +569,12 @@ def _retry_wait(asked: float | None) -> float:
     return wait if math.isnan(seconds) else max(wait, min(seconds, settings.SIFT_BATCH_RETRY_FOR))
 
 
-def _store_retry(claim: Claim, now: datetime, wait: float, *, busy: bool = True) -> None:
+def _store_retry(
+    claim: Claim, now: datetime, wait: float, *, busy: bool = True, successor: Successor | None = None
+) -> Claim | None:
     """Back to pending until ``now + wait``; ``busy`` starts the ``RETRY_FOR`` clock if not yet started."""
     busy_since = Coalesce(F("busy_since"), Value(now)) if busy else F("busy_since")
-    with transaction.atomic():
+    with _ending(claim, successor) as end:
         BatchTarget.objects.filter(
             pk=claim.target_id, status=TargetStatus.RUNNING, attempts=claim.attempt
         ).update(
@@ -483,7 +583,7 @@ def _store_retry(claim: Claim, now: datetime, wait: float, *, busy: bool = True)
             busy_since=busy_since,
             lease_until=None,
         )
-        _release_slot(claim)
+        return end.pass_slot()
 
 
 def _release_slot(claim: Claim) -> None:
@@ -549,34 +649,39 @@ IN_FLIGHT = InFlight()
 def drain(fetch: FetchFunc, *, budget: float) -> int:
     """Claim and run targets until none are left or ``budget`` seconds have passed; return how many ran.
 
-    While targets wait (busy retries, or every slot taken), poll; a new claim starts only
-    within the budget, so the task ends before django-q2's timeout would kill it. With two
-    workers, the first claim makes sure a drain is queued for the other worker process too,
-    whoever queued this one. A stop ends the loop before the next claim; the database going
-    away (a restart) pauses it until the database answers again.
+    Each store claims the next target in its own transaction (``Successor``); a drain claims
+    on its own only to start, and after a store that found nothing to hand over. While targets
+    wait (busy retries, or every slot taken), poll; a new claim starts only within the budget,
+    so the task ends before django-q2's timeout would kill it. With two workers, the first
+    claim makes sure a drain is queued for the other worker process too, whoever queued this
+    one. A stop ends the loop before the next claim; the database going away (a restart)
+    pauses it until the database answers again.
     """
-    deadline = time.monotonic() + budget
+    successor = Successor(deadline=time.monotonic() + budget)
     ran = 0
-    while time.monotonic() < deadline:
+    claim: Claim | None = None
+    while claim is not None or time.monotonic() < successor.deadline:
         now = timezone.now()
         try:
-            claim = _claim_unless_stopping(now)
-            if claim is not None:
+            if claim is None:
+                claim = _claim_unless_stopping(now)
+                if claim is None:
+                    if IN_FLIGHT.stopping or not wakeups.has_unfinished_work():
+                        break
+                    time.sleep(IDLE_POLL_SECONDS)
+                    continue
                 if ran == 0:
                     wakeups.ensure_workers(wakeups.Wake.PARTNER)
-                _run_to_its_end(claim, fetch)
-                ran += 1
-            elif not IN_FLIGHT.stopping and wakeups.has_unfinished_work():
-                time.sleep(IDLE_POLL_SECONDS)
-            else:
-                break
+            claim = _run_to_its_end(claim, fetch, successor)
+            ran += 1
         except DATABASE_GONE as error:
             if not database_went_away(error):
                 raise
             log.warning("drain: the database is unavailable; waiting for it", exc_info=True)
+            claim = None
             with IN_FLIGHT.lock:
                 IN_FLIGHT.claim = None  # if one was taken, it is given back below
-            if wait_for_database(deadline):
+            if wait_for_database(successor.deadline):
                 release_unanswered_claim(now)
     return ran
 
@@ -589,28 +694,36 @@ def _claim_unless_stopping(now: datetime) -> Claim | None:
         return IN_FLIGHT.claim
 
 
-def _run_to_its_end(claim: Claim, fetch: FetchFunc) -> None:
-    """Run the claim; if the database went away before its end was stored, run it again.
+def _run_to_its_end(claim: Claim, fetch: FetchFunc, successor: Successor) -> Claim | None:
+    """Run the claim, and return the claim its store handed over; if the database went away
+    before its end was stored, run it again.
 
     Only while the claim is still ours (still ``running`` at our attempt) once the database
     answers again: a store that did commit before the connection broke, or a lease that ran
     out meanwhile, makes it someone else's, and the conditional store drops any late answer.
+    A hand-over in a commit that was never answered is given back first.
     """
     lease_end = time.monotonic() + settings.SIFT_BATCH_CLAIM_LEASE
+    following = None
     try:
         while True:
             try:
-                run_claim(claim, fetch)
-                return
+                successor.claimed_at = None  # set again by this run's hand-over, if it tries one
+                following = run_claim(claim, fetch, successor)
+                return following
             except DATABASE_GONE as error:
                 if not database_went_away(error):
                     raise
                 log.warning("job %s target %d: the database went away; retrying", claim.job_id, claim.idx)
-                if not wait_for_database(lease_end) or time.monotonic() > lease_end or not _still_ours(claim):
-                    return
+                if not wait_for_database(lease_end):
+                    return None
+                if successor.claimed_at is not None:
+                    release_unanswered_claim(successor.claimed_at)
+                if time.monotonic() > lease_end or not _still_ours(claim):
+                    return None
     finally:
         with IN_FLIGHT.lock:
-            IN_FLIGHT.claim = None
+            IN_FLIGHT.claim = following
 
 
 def _still_ours(claim: TargetRef) -> bool:

@@ -312,15 +312,18 @@ def batch_phase(run: int, urls: list[str], setup: Setup) -> Phase:
 
     targets: list[object] = list(urls)
     before = CpuSnapshot.take()
-    started = time.perf_counter()
+    started, submit_began = time.perf_counter(), time.time()
     job_id = runner.submit(setup.caller, validate_targets(targets)).job.pk
+    submit_returned = time.time()
     harness.wait_until_finished(job_id, FINISH_POLL_SECONDS, JOB_TIMEOUT_SECONDS)
     total = time.perf_counter() - started
     cpu = phase_cpu(before, setup, total)
-    return stored_phase(job_id, run, total, cpu)
+    return stored_phase(job_id, run, total, cpu, (submit_began, submit_returned))
 
 
-def stored_phase(job_id: str, run: int, total: float, cpu: dict[str, float]) -> Phase:
+def stored_phase(
+    job_id: str, run: int, total: float, cpu: dict[str, float], submit: tuple[float, float]
+) -> Phase:
     """The batch's figures from what the worker wrote: target spans and chars, created -> finished."""
     from batch.models import BatchJob, BatchTarget
 
@@ -340,7 +343,7 @@ def stored_phase(job_id: str, run: int, total: float, cpu: dict[str, float]) -> 
         db_total=stamp(job.finished_at) - created,
         wake=min(start for start, _ in spans),
         cpu=cpu,
-        trace=trace_summary(targets, created),
+        trace=trace_summary(targets, created, submit),
     )
 
 
@@ -400,9 +403,12 @@ def traced_fetch_target(caller: Caller, target: Target) -> Result:
             trace.write(json.dumps(line) + "\n")
 
 
-def trace_summary(targets: list[Any], created: float) -> str:
+def trace_summary(targets: list[Any], created: float, submit: tuple[float, float]) -> str:
     """Per target: claim (started_at -> fetch), fetch, store (fetch -> finished_at) and gap
-    (finished_at -> the same worker's next started_at), medians in ms; empty without --trace."""
+    (finished_at -> the same worker's next started_at: the store, and the next claim's look for
+    a target, in one transaction), medians in ms; then the wake-up, per worker in ms after
+    created_at: the submit's call began (negative) and returned, drain queued, first claim, first
+    fetch. Empty without --trace."""
     path = os.environ.get("SIFT_BENCH_TRACE")
     if not path or not Path(path).exists():
         return ""
@@ -423,11 +429,33 @@ def trace_summary(targets: list[Any], created: float) -> str:
     medians = ", ".join(f"{name} {median(v) * 1000:.0f}" for name, v in steps.items() if v)
     stalls = [gap for gap in steps["gap"] if gap >= STALL_SECONDS]
     split = "+".join(str(len(spans)) for spans in lanes.values())
-    starts = "/".join(f"{(spans[0][0] - created) * 1000:.0f}" for spans in lanes.values())
+    firsts = sorted(spans[0] for spans in lanes.values())
+    wake = ", ".join(
+        f"{name} at {'/'.join(f'{(moment - created) * 1000:.0f}' for moment in moments)}"
+        for name, moments in (
+            ("submit began", [submit[0]]),
+            ("returned", [submit[1]]),
+            ("drain queued", drains_queued_after(created)[: len(firsts)]),
+            ("first claim", [claimed for claimed, _, _, _ in firsts]),
+            ("first fetch", [began for _, began, _, _ in firsts]),
+        )
+    )
     return (
         f"per target, p50 ms: {medians}; gaps over {STALL_SECONDS * 1000:.0f} ms: {len(stalls)}, "
-        f"{sum(stalls) * 1000:.0f} ms in all; targets per worker {split}, first start at {starts} ms"
+        f"{sum(stalls) * 1000:.0f} ms in all; targets per worker {split}\n{'':<13}wake, ms after "
+        f"created_at: {wake}"
     )
+
+
+def drains_queued_after(created: float) -> list[float]:
+    """When drain tasks were queued since ``created``, oldest first: django-q2 notes it in each task."""
+    from django_q.models import OrmQ, Task
+
+    from batch.wakeups import DRAIN_TASK
+
+    queued = [task.task["started"] for task in OrmQ.objects.all() if task.func() == DRAIN_TASK]
+    queued += Task.objects.filter(func=DRAIN_TASK).values_list("started", flat=True)
+    return sorted(moment.timestamp() for moment in queued if moment.timestamp() >= created)
 
 
 # --- figures ---------------------------------------------------------------------------------

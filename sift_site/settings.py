@@ -247,6 +247,8 @@ _task_timeout = int(SIFT_BATCH_DRAIN_SECONDS + SIFT_BATCH_CLAIM_LEASE + 30)
 Q_CLUSTER = {
     "name": "sift",
     "orm": "default",
+    # The ORM broker, whose pusher wakes on a NOTIFY from enqueue rather than at its next poll.
+    "broker_class": "batch.wakeups.WakingBroker",
     "workers": SIFT_BATCH_WORKERS,
     "timeout": _task_timeout,
     # Greater than timeout, or django-q2 would hand a task to a second worker while the first runs.

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from batch import runner, wakeups, worker
+from batch.fetch.targets import Target
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 
 from . import fetchers
@@ -238,3 +243,108 @@ def test_log_lines_carry_ids_and_counts_but_never_a_url_or_host(agent, caplog):
     assert job.id in caplog.text
     assert "upstream.test" not in caplog.text
     assert "https://" not in caplog.text
+
+
+# --- the hand-over: a store claims the next target into its slot -----------------------------
+
+FREE_SLOT = 'UPDATE "batch_workerslot" SET "target_id" = NULL'
+
+
+def test_a_drain_hands_its_slot_from_store_to_store_and_frees_it_once_at_the_end(agent):
+    caller, _ = agent
+    job = scripted_job(caller, "a=1", "b=1", "c=1", "d=1")
+    with CaptureQueriesContext(connection) as queries:
+        assert _run_all() == 4
+    frees = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(FREE_SLOT)]
+    assert len(frees) == 1, "every store but the last handed the slot to the next target"
+    assert list(job.targets.values_list("status", "attempts")) == [("done", 1)] * 4
+    assert not WorkerSlot.objects.filter(target__isnull=False).exists()
+
+
+def test_a_hand_over_takes_turns_between_jobs_like_a_claim(agent, make_caller, fetch_dir):
+    caller, _ = agent
+    other, _ = make_caller("other")
+    scripted_job(caller, "x=0", "x=1", "x=2")
+    scripted_job(other, "y=0", "y=1")
+    _run_all()
+    order = [url.split("?")[1] for event, _, _, url in fetchers.read_calls(fetch_dir) if event == "start"]
+    assert order == ["x=0", "y=0", "x=1", "y=1", "x=2"]
+
+
+def test_a_store_after_a_stop_hands_nothing_over(agent, monkeypatch):
+    caller, _ = agent
+    job = scripted_job(caller, "a=1", "b=1")
+    monkeypatch.setattr(worker, "IN_FLIGHT", worker.InFlight())
+
+    def stopped_mid_fetch(caller: worker.Caller, target: Target) -> worker.Result:
+        worker.stop_claiming(1)  # the stop arrives while the first target is fetched
+        return fetchers.scripted(caller, target)
+
+    assert worker.drain(stopped_mid_fetch, budget=30) == 1
+    assert list(job.targets.values_list("status", flat=True)) == ["done", "pending"]
+    assert worker.IN_FLIGHT.claim is None
+    assert not WorkerSlot.objects.filter(target__isnull=False).exists()
+
+
+def test_a_busy_retry_hands_the_slot_to_the_next_target(agent, settings):
+    settings.SIFT_BATCH_RETRY_WAIT = 60
+    caller, _ = agent
+    job = scripted_job(caller, "busy=1", "b=1")
+    with CaptureQueriesContext(connection) as queries:
+        claim = worker.claim_next_target()
+        assert claim is not None
+        following = worker.run_claim(
+            claim, fetchers.scripted, worker.Successor(deadline=time.monotonic() + 30)
+        )
+    assert following is not None
+    assert following.idx == 1
+    assert not [q for q in queries.captured_queries if q["sql"].startswith(FREE_SLOT)]
+    assert list(job.targets.values_list("status", flat=True)) == ["pending", "running"]
+    assert WorkerSlot.objects.get(target__isnull=False).target_id == following.target_id
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks only exist on PostgreSQL")
+@pytest.mark.django_db(transaction=True)
+def test_a_hand_over_never_waits_for_another_jobs_row_and_the_drain_claims_it_in_turn(
+    agent, make_caller, fetch_dir
+):
+    """Two stores handing over to each other's job would deadlock: a locked job row is left to a claim."""
+    caller, _ = agent
+    other, _ = make_caller("other")
+    first = scripted_job(caller, "x=0", "x=1")
+    locked = scripted_job(other, "y=0")
+    holding = threading.Event()
+    seen: list[bool] = []
+
+    def hold_the_job_row() -> None:
+        try:
+            with transaction.atomic():
+                BatchJob.objects.select_for_update().get(pk=locked.pk)
+                holding.set()
+                seen.append(stored_with_its_slot_free(first))
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_job_row)
+    holder.start()
+    assert holding.wait(10)
+    try:
+        assert _run_all() == 3
+    finally:
+        holder.join(20)
+    assert seen == [True], "the store after x=0 freed its slot rather than wait for the locked job"
+    order = [url.split("?")[1] for event, _, _, url in fetchers.read_calls(fetch_dir) if event == "start"]
+    assert order == ["x=0", "y=0", "x=1"]
+
+
+def stored_with_its_slot_free(job: BatchJob) -> bool:
+    """Seen from another connection within 10 s: the job's first target stored and no slot held.
+
+    A store that waited for the locked row would commit neither until that lock goes.
+    """
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if job.targets.filter(idx=0, status="done").exists():
+            return not WorkerSlot.objects.filter(target__isnull=False).exists()
+        time.sleep(0.01)
+    return False
