@@ -38,6 +38,7 @@ from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from batch.models import LIVE_STATUSES, BatchTarget, TargetStatus
+from batch.statements import prepared_cursor
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,17 @@ def drains_wanted(reason: Wake) -> int:
 
 
 def _drain_waiting() -> bool:
-    """Is a task queued and not yet taken by a worker? (A taken one's lock lies in the future.)"""
-    return OrmQ.objects.filter(key=settings.Q_CLUSTER["name"], lock__lte=timezone.now()).exists()
+    """Is a task queued and not yet taken by a worker? (A taken one's lock lies in the future.)
+
+    Every stored submit asks this on commit: one plain statement, prepared on PostgreSQL (the
+    ORM's query cost a submit 0.4 ms of CPU to build and compile, more than the rest of its wake).
+    """
+    q = connection.ops.quote_name
+    sql = f"SELECT 1 FROM {q(OrmQ._meta.db_table)} WHERE {q('key')} = %s AND {q('lock')} <= %s LIMIT 1"  # noqa: S608 - names come from the model
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, [str(settings.Q_CLUSTER["name"]), now])
+        return cursor.fetchone() is not None
 
 
 def _live_drains() -> int:
