@@ -94,6 +94,8 @@ class Caller:
 
 Result = dict[str, Any]
 FetchFunc = Callable[[Caller, Target], Result]
+# A plain SQL statement and its values.
+Statement = tuple[str, list[Any]]
 
 
 class RetryLater(Exception):
@@ -175,9 +177,9 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
         if slot is None:
             return None
         target = _fairest_pending_target(now)
-        if target is None or not _serve_job(target.job_id, now):
+        claim = None if target is None else _serve_and_take(slot, target, now)
+        if claim is None:
             return None
-        claim = _take(slot, target, now)
     _log_claim(claim)
     return claim
 
@@ -217,12 +219,10 @@ class Successor:
         if not IN_FLIGHT.stopping and time.monotonic() < self.deadline:
             now = self.claimed_at = timezone.now()
             target = _fairest_pending_target(now)
-            if (
-                target is not None
-                and (target.job_id == claim.job_id or _job_row_free(target.job_id))
-                and _serve_job(target.job_id, now)
-            ):
-                return _take(claim.slot, target, now)
+            if target is not None and (target.job_id == claim.job_id or _job_row_free(target.job_id)):
+                following = _serve_and_take(claim.slot, target, now)
+                if following is not None:
+                    return following
         _release_slot(claim)
         return None
 
@@ -303,37 +303,25 @@ def _db_time(moment: datetime) -> Any:
     return connection.ops.adapt_datetimefield_value(moment)
 
 
-def _serve_job(job_id: str, now: datetime) -> bool:
-    """Give the job its turn, if it is still live.
+def _serve_and_take(slot: int, target: PendingTarget, now: datetime) -> Claim | None:
+    """Give the target's job its turn, if it is still live, and take the target into ``slot``.
 
-    A conditional UPDATE: a cancel that committed since the target was read makes it match
-    nothing (the target then never starts); a cancel after it waits for this transaction and
-    finds the target in flight, which is let finish (docs/workers.md, "Fairness").
+    The job's turn is a conditional UPDATE: a cancel that committed since the target was read
+    makes it match nothing, and the target is not taken (it never starts); a cancel after it
+    waits for this transaction and finds the target in flight, which is let finish
+    (docs/workers.md, "Fairness"). One statement on PostgreSQL (``_chain``).
     """
-    q = connection.ops.quote_name
-    live = ", ".join(["%s"] * len(LIVE_STATUSES))
-    # Every live status being served becomes running (a queued job starts, a running one stays).
-    sql = (
-        f"UPDATE {q(BatchJob._meta.db_table)} SET {q('served_at')} = %s, {q('status')} = %s "  # noqa: S608 - names come from the model
-        f"WHERE {q('id')} = %s AND {q('status')} IN ({live})"
-    )
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, [_db_time(now), str(JobStatus.RUNNING), job_id, *(str(s) for s in LIVE_STATUSES)])
-        return bool(cursor.rowcount)
-
-
-def _take(slot: int, target: PendingTarget, now: datetime) -> Claim:
     lease_until = now + _lease()
     attempt = target.attempts + 1
-    q = connection.ops.quote_name
-    sql = (
-        f"UPDATE {q(BatchTarget._meta.db_table)} SET {q('status')} = %s, {q('attempts')} = %s, "  # noqa: S608 - names come from the model
-        f"{q('lease_until')} = %s, {q('started_at')} = %s, {q('not_before')} = NULL WHERE {q('id')} = %s"
+    served, _, _ = _chain(
+        [
+            _serve_job(target.job_id, now),
+            _take(target.pk, attempt, lease_until, now),
+            WORKER_SLOTS.hold_statement(slot, target.pk, lease_until),
+        ]
     )
-    values = [str(TargetStatus.RUNNING), attempt, _db_time(lease_until), _db_time(now), target.pk]
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, values)
-        cursor.execute(*WORKER_SLOTS.hold_statement(slot, target.pk, lease_until))
+    if not served:
+        return None
     return Claim(
         target_id=target.pk,
         job_id=target.job_id,
@@ -343,6 +331,63 @@ def _take(slot: int, target: PendingTarget, now: datetime) -> Claim:
         caller=Caller(target.caller_name, target.caller_class),
         target=Target.from_stored(target.url, target.options),
     )
+
+
+def _serve_job(job_id: str, now: datetime) -> Statement:
+    """Every live status being served becomes running (a queued job starts, a running one stays)."""
+    q = connection.ops.quote_name
+    live = ", ".join(["%s"] * len(LIVE_STATUSES))
+    sql = (
+        f"UPDATE {q(BatchJob._meta.db_table)} SET {q('served_at')} = %s, {q('status')} = %s "  # noqa: S608 - names come from the model
+        f"WHERE {q('id')} = %s AND {q('status')} IN ({live})"
+    )
+    return sql, [_db_time(now), str(JobStatus.RUNNING), job_id, *(str(s) for s in LIVE_STATUSES)]
+
+
+def _take(target_id: int, attempt: int, lease_until: datetime, now: datetime) -> Statement:
+    q = connection.ops.quote_name
+    sql = (
+        f"UPDATE {q(BatchTarget._meta.db_table)} SET {q('status')} = %s, {q('attempts')} = %s, "  # noqa: S608 - names come from the model
+        f"{q('lease_until')} = %s, {q('started_at')} = %s, {q('not_before')} = NULL WHERE {q('id')} = %s"
+    )
+    return sql, [str(TargetStatus.RUNNING), attempt, _db_time(lease_until), _db_time(now), target_id]
+
+
+def _chain(updates: list[Statement]) -> list[bool]:
+    """Run ``UPDATE``s in order, each only if the one before changed a row: which of them changed one.
+
+    Each must end with its ``WHERE`` clause. On PostgreSQL the chain is one statement, a
+    data-modifying ``WITH``: a round trip and a statement fewer per link. Each link's condition
+    on the one before is an uncorrelated ``EXISTS``, which PostgreSQL evaluates once, as a filter
+    that gates the link's scan, before it touches or locks a row: the rows are locked in the
+    chain's order, as by separate statements, and a link that waits for a row lock checks its
+    conditions again on the row as committed, as a statement of its own would. SQLite has no
+    ``UPDATE`` in a ``WITH``: one statement each, up to the first that changed nothing.
+    """
+    with prepared_cursor() as cursor:
+        if connection.vendor != "postgresql":
+            changed: list[bool] = []
+            for sql, values in updates:
+                if changed and not changed[-1]:
+                    changed.append(False)
+                    continue
+                cursor.execute(sql, values)
+                changed.append(bool(cursor.rowcount))
+            return changed
+        cursor.execute(*_with_links(updates))
+        return [bool(link) for link in cursor.fetchone()]
+
+
+def _with_links(updates: list[Statement]) -> Statement:
+    """The chain as one PostgreSQL statement: link ``n`` runs if link ``n - 1`` returned a row."""
+    # Only names made here join the links, whose names come from the models; values are parameters.
+    links = []
+    for n, (sql, _) in enumerate(updates):
+        after = f" AND EXISTS (SELECT 1 FROM link{n - 1})" if n else ""  # noqa: S608
+        links.append(f"link{n} AS ({sql}{after} RETURNING 1)")
+    found = ", ".join(f"EXISTS (SELECT 1 FROM link{n})" for n in range(len(updates)))  # noqa: S608
+    sql = f"WITH {', '.join(links)} SELECT {found}"
+    return sql, [value for _, values in updates for value in values]
 
 
 # --- running and storing ---------------------------------------------------------------------
@@ -480,15 +525,22 @@ def finish_target(
     """
     status, cleaned, n_bytes, failure = _storable_end(status, result, failure)
     now = timezone.now()
-    if not _store_end(ref, status, cleaned=cleaned, n_bytes=n_bytes, failure=failure, now=now):
-        return None
-    outcome = "ok" if failure is None else failure.outcome.value
     failed = 1 if status == TargetStatus.FAILED else 0
-    # Any target but the job's last is counted in one statement; the last one (the condition,
-    # checked on the row as it is once locked, fails only for it) settles the job as well.
-    last = not _count(ref.job_id, failed, n_bytes, unless_last=True)
+    # Any target but the job's last is counted with its store, in one chain; the last one (the
+    # condition, checked on the job's row as it is once locked, fails only for it) is counted
+    # next, and settles the job as well.
+    stored, counted = _chain(
+        [
+            _store_end(ref, status, cleaned=cleaned, n_bytes=n_bytes, failure=failure, now=now),
+            _count(ref.job_id, failed, n_bytes, unless_last=True),
+        ]
+    )
+    if not stored:
+        return None
+    last = not counted
     if last:
-        _count(ref.job_id, failed, n_bytes, unless_last=False)
+        _chain([_count(ref.job_id, failed, n_bytes, unless_last=False)])
+    outcome = "ok" if failure is None else failure.outcome.value
     metrics.TARGETS.labels(outcome).inc()
     log.info(
         "job %s target %d %s outcome=%s bytes=%d",
@@ -509,7 +561,7 @@ def _store_end(
     n_bytes: int,
     failure: Failure | None,
     now: datetime,
-) -> bool:
+) -> Statement:
     """Write the target's end if ``ref`` is still its current claim (same attempt, still running).
 
     The result goes through the field's own ``get_db_prep_save``: JSON as the ORM stores it on
@@ -534,12 +586,10 @@ def _store_end(
         str(TargetStatus.RUNNING),
         ref.attempt,
     ]
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, values)
-        return bool(cursor.rowcount)
+    return sql, values
 
 
-def _count(job_id: str, failed: int, n_bytes: int, *, unless_last: bool) -> bool:
+def _count(job_id: str, failed: int, n_bytes: int, *, unless_last: bool) -> Statement:
     """Count a stored target in its job's counters; ``unless_last``: only if it is not the job's last."""
     q = connection.ops.quote_name
     done, total, n_failed, job_bytes = map(q, ("targets_done", "targets_total", "targets_failed", "n_bytes"))
@@ -548,9 +598,7 @@ def _count(job_id: str, failed: int, n_bytes: int, *, unless_last: bool) -> bool
         f"UPDATE {q(BatchJob._meta.db_table)} SET {done} = {done} + 1, {n_failed} = {n_failed} + %s, "  # noqa: S608 - names come from the model
         f"{job_bytes} = {job_bytes} + %s WHERE {q('id')} = %s{condition}"
     )
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, [failed, n_bytes, job_id])
-        return bool(cursor.rowcount)
+    return sql, [failed, n_bytes, job_id]
 
 
 def _storable_end(
