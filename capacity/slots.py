@@ -47,7 +47,8 @@ class SlotTable:
 
         A worker holds a slot for every target it claims: the ORM's building and compiling of
         this one statement cost more than the database's work on it. The worker sends it through
-        its prepared cursor, or as part of a larger statement (``batch/worker.py``).
+        its prepared cursor, or as part of a larger statement (``batch/worker.py``): it ends with
+        its ``WHERE`` clause, so that a caller may add a condition.
         """
         q = connection.ops.quote_name
         meta = self.model._meta
