@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q, Value
+from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -39,12 +39,14 @@ from batch.fetch.outcomes import Outcome
 from batch.fetch.targets import Target
 from batch.models import (
     LIVE_STATUSES,
+    ApiKey,
     BatchJob,
     BatchTarget,
     JobStatus,
     TargetStatus,
     WorkerSlot,
 )
+from batch.statements import prepared_cursor
 from capacity.pacing import Every
 from capacity.slots import SlotTable
 
@@ -92,6 +94,8 @@ class Caller:
 
 Result = dict[str, Any]
 FetchFunc = Callable[[Caller, Target], Result]
+# A plain SQL statement and its values.
+Statement = tuple[str, list[Any]]
 
 
 class RetryLater(Exception):
@@ -173,9 +177,9 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
         if slot is None:
             return None
         target = _fairest_pending_target(now)
-        if target is None or not _serve_job(target.job_id, now):
+        claim = None if target is None else _serve_and_take(slot, target, now)
+        if claim is None:
             return None
-        claim = _take(slot, target, now)
     _log_claim(claim)
     return claim
 
@@ -215,19 +219,29 @@ class Successor:
         if not IN_FLIGHT.stopping and time.monotonic() < self.deadline:
             now = self.claimed_at = timezone.now()
             target = _fairest_pending_target(now)
-            if (
-                target is not None
-                and (target.job_id == claim.job_id or _job_row_free(target.job_id))
-                and _serve_job(target.job_id, now)
-            ):
-                return _take(claim.slot, target, now)
+            if target is not None and (target.job_id == claim.job_id or _job_row_free(target.job_id)):
+                following = _serve_and_take(claim.slot, target, now)
+                if following is not None:
+                    return following
         _release_slot(claim)
         return None
 
 
 def _job_row_free(job_id: str) -> bool:
     """Lock the job's row if no other transaction holds it (the store already holds its own job's)."""
-    return BatchJob.objects.select_for_update(skip_locked=True).filter(pk=job_id).exists()
+    q = connection.ops.quote_name
+    sql = f"SELECT 1 FROM {q(BatchJob._meta.db_table)} WHERE {q('id')} = %s LIMIT 1{_skip_locked()}"  # noqa: S608 - names come from the model
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, [job_id])
+        return cursor.fetchone() is not None
+
+
+def _skip_locked(of: str = "") -> str:
+    """``FOR UPDATE [OF of] SKIP LOCKED`` where the database has it; on SQLite, nothing, as Django does
+    (there the transaction holds the database's one write lock from its start)."""
+    if not connection.features.has_select_for_update_skip_locked:
+        return ""
+    return f" FOR UPDATE OF {of} SKIP LOCKED" if of else " FOR UPDATE SKIP LOCKED"
 
 
 class PendingTarget(NamedTuple):
@@ -247,46 +261,67 @@ def _fairest_pending_target(now: datetime) -> PendingTarget | None:
     """Live jobs take turns in submit order, one target per turn; a job's targets go in index order.
 
     Only the target row is locked, so two workers can take two targets of one job at once.
-    Plain values, not model instances: building those cost more than the query.
+    Plain values, not model instances: building those cost more than the query. A plain
+    statement, as every statement of a claim and a store: the ORM's building and compiling of
+    them cost the worker more CPU than the database spent on them (docs/decisions.md).
     """
-    row = (
-        BatchTarget.objects.select_for_update(skip_locked=True, of=("self",))
-        .filter(status=TargetStatus.PENDING, job__status__in=LIVE_STATUSES)
-        .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
-        .order_by(F("job__served_at").asc(nulls_first=True), "job__created_at", "job_id", "idx")
-        .values_list(
-            "pk", "job_id", "idx", "url", "options", "attempts", "job__caller_class", "job__caller__name"
-        )
-        .first()
-    )
-    return None if row is None else PendingTarget(*row)
+    q = connection.ops.quote_name
+    target, job, caller = (q(m._meta.db_table) for m in (BatchTarget, BatchJob, ApiKey))
+    live = ", ".join(["%s"] * len(LIVE_STATUSES))
+    # NULLS FIRST where the database knows it; SQLite without it sorts NULL first all the same.
+    nulls_first = " NULLS FIRST" if connection.features.supports_order_by_nulls_modifier else ""
+    sql = f"""
+        SELECT t.{q("id")}, t.{q("job_id")}, t.{q("idx")}, t.{q("url")}, t.{q("options")},
+            t.{q("attempts")}, j.{q("caller_class")}, c.{q("name")}
+        FROM {target} t
+            JOIN {job} j ON t.{q("job_id")} = j.{q("id")}
+            JOIN {caller} c ON j.{q("caller_id")} = c.{q("id")}
+        WHERE j.{q("status")} IN ({live}) AND t.{q("status")} = %s
+            AND (t.{q("not_before")} IS NULL OR t.{q("not_before")} <= %s)
+        ORDER BY j.{q("served_at")} ASC{nulls_first}, j.{q("created_at")} ASC, t.{q("job_id")} ASC,
+            t.{q("idx")} ASC
+        LIMIT 1{_skip_locked(of="t")}
+    """  # noqa: S608 - names come from the models, values are parameters
+    params = [*(str(s) for s in LIVE_STATUSES), str(TargetStatus.PENDING), _db_time(now)]
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    pk, job_id, idx, url, options, attempts, caller_class, caller_name = row
+    options = OPTIONS.from_db_value(options, OPTIONS.cached_col, connection)
+    return PendingTarget(pk, job_id, idx, url, options, attempts, caller_class, caller_name)
 
 
-def _serve_job(job_id: str, now: datetime) -> bool:
-    """Give the job its turn, if it is still live.
+# How the ORM reads and writes these JSON columns (SQLite: text; PostgreSQL: jsonb read as text).
+OPTIONS = BatchTarget._meta.get_field("options")
+RESULT = BatchTarget._meta.get_field("result")
 
-    A conditional UPDATE: a cancel that committed since the target was read makes it match
-    nothing (the target then never starts); a cancel after it waits for this transaction and
-    finds the target in flight, which is let finish (docs/workers.md, "Fairness").
+
+def _db_time(moment: datetime) -> Any:
+    """``moment`` as a parameter of a plain statement, as the ORM would send it."""
+    return connection.ops.adapt_datetimefield_value(moment)
+
+
+def _serve_and_take(slot: int, target: PendingTarget, now: datetime) -> Claim | None:
+    """Give the target's job its turn, if it is still live, and take the target into ``slot``.
+
+    The job's turn is a conditional UPDATE: a cancel that committed since the target was read
+    makes it match nothing, and the target is not taken (it never starts); a cancel after it
+    waits for this transaction and finds the target in flight, which is let finish
+    (docs/workers.md, "Fairness"). One statement on PostgreSQL (``_chain``).
     """
-    # Every live status being served becomes running (a queued job starts, a running one stays).
-    served = BatchJob.objects.filter(pk=job_id, status__in=LIVE_STATUSES).update(
-        served_at=now, status=JobStatus.RUNNING
-    )
-    return bool(served)
-
-
-def _take(slot: int, target: PendingTarget, now: datetime) -> Claim:
     lease_until = now + _lease()
     attempt = target.attempts + 1
-    BatchTarget.objects.filter(pk=target.pk).update(
-        status=TargetStatus.RUNNING,
-        attempts=attempt,
-        lease_until=lease_until,
-        started_at=now,
-        not_before=None,
+    served, _, _ = _chain(
+        [
+            _serve_job(target.job_id, now),
+            _take(target.pk, attempt, lease_until, now),
+            WORKER_SLOTS.hold_statement(slot, target.pk, lease_until),
+        ]
     )
-    WORKER_SLOTS.hold(slot, target.pk, lease_until)
+    if not served:
+        return None
     return Claim(
         target_id=target.pk,
         job_id=target.job_id,
@@ -296,6 +331,63 @@ def _take(slot: int, target: PendingTarget, now: datetime) -> Claim:
         caller=Caller(target.caller_name, target.caller_class),
         target=Target.from_stored(target.url, target.options),
     )
+
+
+def _serve_job(job_id: str, now: datetime) -> Statement:
+    """Every live status being served becomes running (a queued job starts, a running one stays)."""
+    q = connection.ops.quote_name
+    live = ", ".join(["%s"] * len(LIVE_STATUSES))
+    sql = (
+        f"UPDATE {q(BatchJob._meta.db_table)} SET {q('served_at')} = %s, {q('status')} = %s "  # noqa: S608 - names come from the model
+        f"WHERE {q('id')} = %s AND {q('status')} IN ({live})"
+    )
+    return sql, [_db_time(now), str(JobStatus.RUNNING), job_id, *(str(s) for s in LIVE_STATUSES)]
+
+
+def _take(target_id: int, attempt: int, lease_until: datetime, now: datetime) -> Statement:
+    q = connection.ops.quote_name
+    sql = (
+        f"UPDATE {q(BatchTarget._meta.db_table)} SET {q('status')} = %s, {q('attempts')} = %s, "  # noqa: S608 - names come from the model
+        f"{q('lease_until')} = %s, {q('started_at')} = %s, {q('not_before')} = NULL WHERE {q('id')} = %s"
+    )
+    return sql, [str(TargetStatus.RUNNING), attempt, _db_time(lease_until), _db_time(now), target_id]
+
+
+def _chain(updates: list[Statement]) -> list[bool]:
+    """Run ``UPDATE``s in order, each only if the one before changed a row: which of them changed one.
+
+    Each must end with its ``WHERE`` clause. On PostgreSQL the chain is one statement, a
+    data-modifying ``WITH``: a round trip and a statement fewer per link. Each link's condition
+    on the one before is an uncorrelated ``EXISTS``, which PostgreSQL evaluates once, as a filter
+    that gates the link's scan, before it touches or locks a row: the rows are locked in the
+    chain's order, as by separate statements, and a link that waits for a row lock checks its
+    conditions again on the row as committed, as a statement of its own would. SQLite has no
+    ``UPDATE`` in a ``WITH``: one statement each, up to the first that changed nothing.
+    """
+    with prepared_cursor() as cursor:
+        if connection.vendor != "postgresql":
+            changed: list[bool] = []
+            for sql, values in updates:
+                if changed and not changed[-1]:
+                    changed.append(False)
+                    continue
+                cursor.execute(sql, values)
+                changed.append(bool(cursor.rowcount))
+            return changed
+        cursor.execute(*_with_links(updates))
+        return [bool(link) for link in cursor.fetchone()]
+
+
+def _with_links(updates: list[Statement]) -> Statement:
+    """The chain as one PostgreSQL statement: link ``n`` runs if link ``n - 1`` returned a row."""
+    # Only names made here join the links, whose names come from the models; values are parameters.
+    links = []
+    for n, (sql, _) in enumerate(updates):
+        after = f" AND EXISTS (SELECT 1 FROM link{n - 1})" if n else ""  # noqa: S608
+        links.append(f"link{n} AS ({sql}{after} RETURNING 1)")
+    found = ", ".join(f"EXISTS (SELECT 1 FROM link{n})" for n in range(len(updates)))  # noqa: S608
+    sql = f"WITH {', '.join(links)} SELECT {found}"
+    return sql, [value for _, values in updates for value in values]
 
 
 # --- running and storing ---------------------------------------------------------------------
@@ -433,31 +525,22 @@ def finish_target(
     """
     status, cleaned, n_bytes, failure = _storable_end(status, result, failure)
     now = timezone.now()
-    current = BatchTarget.objects.filter(pk=ref.target_id, status=TargetStatus.RUNNING, attempts=ref.attempt)
-    if not current.update(
-        status=status,
-        result=cleaned,
-        n_bytes=n_bytes,
-        finished_at=now,
-        lease_until=None,
-        outcome=None if failure is None else failure.outcome.value,
-        error="" if failure is None else failure.error,
-        hint="" if failure is None else failure.hint,
-    ):
-        return None
-    outcome = "ok" if failure is None else failure.outcome.value
     failed = 1 if status == TargetStatus.FAILED else 0
-    counters = {
-        "targets_done": F("targets_done") + 1,
-        "targets_failed": F("targets_failed") + failed,
-        "n_bytes": F("n_bytes") + n_bytes,
-    }
-    job = BatchJob.objects.filter(pk=ref.job_id)
-    # Any target but the job's last is counted in one statement; the last one (the condition,
-    # checked on the row as it is once locked, fails only for it) settles the job as well.
-    last = not job.filter(targets_done__lt=F("targets_total") - 1).update(**counters)
+    # Any target but the job's last is counted with its store, in one chain; the last one (the
+    # condition, checked on the job's row as it is once locked, fails only for it) is counted
+    # next, and settles the job as well.
+    stored, counted = _chain(
+        [
+            _store_end(ref, status, cleaned=cleaned, n_bytes=n_bytes, failure=failure, now=now),
+            _count(ref.job_id, failed, n_bytes, unless_last=True),
+        ]
+    )
+    if not stored:
+        return None
+    last = not counted
     if last:
-        job.update(**counters)
+        _chain([_count(ref.job_id, failed, n_bytes, unless_last=False)])
+    outcome = "ok" if failure is None else failure.outcome.value
     metrics.TARGETS.labels(outcome).inc()
     log.info(
         "job %s target %d %s outcome=%s bytes=%d",
@@ -468,6 +551,54 @@ def finish_target(
         n_bytes,
     )
     return Stored(n_bytes, _settle_job(ref.job_id, now) if last else None)
+
+
+def _store_end(
+    ref: TargetRef,
+    status: str,
+    *,
+    cleaned: Result | None,
+    n_bytes: int,
+    failure: Failure | None,
+    now: datetime,
+) -> Statement:
+    """Write the target's end if ``ref`` is still its current claim (same attempt, still running).
+
+    The result goes through the field's own ``get_db_prep_save``: JSON as the ORM stores it on
+    either database.
+    """
+    q = connection.ops.quote_name
+    sql = f"""
+        UPDATE {q(BatchTarget._meta.db_table)} SET {q("status")} = %s, {q("result")} = %s,
+            {q("n_bytes")} = %s, {q("finished_at")} = %s, {q("lease_until")} = NULL, {q("outcome")} = %s,
+            {q("error")} = %s, {q("hint")} = %s
+        WHERE {q("id")} = %s AND {q("status")} = %s AND {q("attempts")} = %s
+    """  # noqa: S608 - names come from the model, values are parameters
+    values = [
+        str(status),
+        RESULT.get_db_prep_save(cleaned, connection),
+        n_bytes,
+        _db_time(now),
+        None if failure is None else failure.outcome.value,
+        "" if failure is None else failure.error,
+        "" if failure is None else failure.hint,
+        ref.target_id,
+        str(TargetStatus.RUNNING),
+        ref.attempt,
+    ]
+    return sql, values
+
+
+def _count(job_id: str, failed: int, n_bytes: int, *, unless_last: bool) -> Statement:
+    """Count a stored target in its job's counters; ``unless_last``: only if it is not the job's last."""
+    q = connection.ops.quote_name
+    done, total, n_failed, job_bytes = map(q, ("targets_done", "targets_total", "targets_failed", "n_bytes"))
+    condition = f" AND {done} < ({total} - 1)" if unless_last else ""
+    sql = (
+        f"UPDATE {q(BatchJob._meta.db_table)} SET {done} = {done} + 1, {n_failed} = {n_failed} + %s, "  # noqa: S608 - names come from the model
+        f"{job_bytes} = {job_bytes} + %s WHERE {q('id')} = %s{condition}"
+    )
+    return sql, [failed, n_bytes, job_id]
 
 
 def _storable_end(

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
 from django.db import connection, transaction
-from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from batch import runner, wakeups, worker
 from batch.fetch.targets import Target
 from batch.models import BatchJob, BatchTarget, WorkerSlot
+from capacity.pacing import Every
 
 from . import fetchers
 from .factories import SCRIPTED_BASE, scripted_job
@@ -194,6 +197,24 @@ def test_a_late_result_after_the_lease_was_lost_is_not_stored_twice(agent, setti
     assert job.targets.get().result["meta"]["attempt"] == 1
 
 
+def test_a_late_result_counts_nothing_in_its_job_either(agent, settings):
+    """The store and the job's counters go together: a store that changed nothing counts nothing."""
+    settings.SIFT_BATCH_CLAIM_LEASE = 60
+    caller, _ = agent
+    job = scripted_job(caller, "a=1", "b=1", "c=1")
+    with time_machine.travel(T0, tick=False) as clock:
+        slow = worker.claim_next_target()
+        clock.shift(timedelta(seconds=61))
+        fresh = worker.claim_next_target()
+        assert fresh is not None
+        assert (fresh.idx, fresh.attempt) == (0, 2)
+        worker.run_claim(fresh, fetchers.scripted)
+        worker.run_claim(slow, fetchers.scripted)
+    job.refresh_from_db()
+    assert (job.status, job.targets_done, job.n_bytes) == ("running", 1, job.targets.get(idx=0).n_bytes)
+    assert list(job.targets.values_list("status", flat=True)) == ["done", "pending", "pending"]
+
+
 def test_cancel_with_a_target_in_flight_keeps_cancelled_and_stores_the_result(agent):
     caller, _ = agent
     job = scripted_job(caller, "a=1", "b=1", "c=1")
@@ -250,12 +271,25 @@ def test_log_lines_carry_ids_and_counts_but_never_a_url_or_host(agent, caplog):
 FREE_SLOT = 'UPDATE "batch_workerslot" SET "target_id" = NULL'
 
 
+@contextmanager
+def statements_sent() -> Iterator[list[str]]:
+    """The SQL of every statement sent, prepared ones too (the query log has no text for those)."""
+    sent: list[str] = []
+
+    def note(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(note):
+        yield sent
+
+
 def test_a_drain_hands_its_slot_from_store_to_store_and_frees_it_once_at_the_end(agent):
     caller, _ = agent
     job = scripted_job(caller, "a=1", "b=1", "c=1", "d=1")
-    with CaptureQueriesContext(connection) as queries:
+    with statements_sent() as sent:
         assert _run_all() == 4
-    frees = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(FREE_SLOT)]
+    frees = [sql for sql in sent if sql.startswith(FREE_SLOT)]
     assert len(frees) == 1, "every store but the last handed the slot to the next target"
     assert list(job.targets.values_list("status", "attempts")) == [("done", 1)] * 4
     assert not WorkerSlot.objects.filter(target__isnull=False).exists()
@@ -290,7 +324,7 @@ def test_a_busy_retry_hands_the_slot_to_the_next_target(agent, settings):
     settings.SIFT_BATCH_RETRY_WAIT = 60
     caller, _ = agent
     job = scripted_job(caller, "busy=1", "b=1")
-    with CaptureQueriesContext(connection) as queries:
+    with statements_sent() as sent:
         claim = worker.claim_next_target()
         assert claim is not None
         following = worker.run_claim(
@@ -298,8 +332,41 @@ def test_a_busy_retry_hands_the_slot_to_the_next_target(agent, settings):
         )
     assert following is not None
     assert following.idx == 1
-    assert not [q for q in queries.captured_queries if q["sql"].startswith(FREE_SLOT)]
+    assert not [sql for sql in sent if sql.startswith(FREE_SLOT)]
     assert list(job.targets.values_list("status", flat=True)) == ["pending", "running"]
+    assert WorkerSlot.objects.get(target__isnull=False).target_id == following.target_id
+
+
+def test_a_store_and_its_hand_over_take_three_statements_on_postgresql(agent, monkeypatch):
+    """The store with the job's counters, the next target's read, and its job's turn with its claim
+    and the slot: each a statement of its own on SQLite, which has no UPDATE inside a WITH."""
+    caller, _ = agent
+    job = scripted_job(caller, "a=1", "b=1", "c=1")
+    claim = worker.claim_next_target()
+    assert claim is not None
+    monkeypatch.setattr(worker, "RECOVERY", Every(timedelta(hours=1)))
+    worker.RECOVERY.due(timezone.now())  # not due again during the test
+    with statements_sent() as sent:
+        following = worker.run_claim(
+            claim, fetchers.scripted, worker.Successor(deadline=time.monotonic() + 30)
+        )
+    assert following is not None
+    assert (following.idx, following.attempt) == (1, 1)
+    verbs = [
+        sql.split()[0] for sql in sent if not sql.startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))
+    ]
+    if connection.vendor == "postgresql":
+        assert verbs == ["WITH", "SELECT", "WITH"]
+    else:
+        assert verbs == ["UPDATE", "UPDATE", "SELECT", "UPDATE", "UPDATE", "UPDATE"]
+    job.refresh_from_db()
+    assert (job.status, job.targets_done, job.targets_failed) == ("running", 1, 0)
+    assert list(job.targets.values_list("status", "attempts")) == [
+        ("done", 1),
+        ("running", 1),
+        ("pending", 0),
+    ]
+    assert job.targets.get(idx=0).result["meta"] == {"caller": caller.name, "attempt": 1}
     assert WorkerSlot.objects.get(target__isnull=False).target_id == following.target_id
 
 
