@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
-from django.db.backends.utils import CursorWrapper
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
 
 @contextmanager
@@ -37,6 +37,25 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     connection.validate_thread_sharing()
     # Any: django-stubs type make_cursor's argument as Django's own wrapper, not a driver's cursor.
     raw: Any = psycopg.Cursor(connection.connection)
-    wrapped = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    wrapped = _DebugCursor(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
     with wrapped as cursor:
         yield cursor
+
+
+class _DebugCursor(CursorDebugWrapper):
+    """Django's debug cursor, logging each statement as it was written (placeholders and all).
+
+    Django logs the text the driver last sent; for a statement psycopg has prepared, it keeps
+    none, and the query log (tests, debugging) would hold ``None`` for the statement's SQL.
+    """
+
+    @contextmanager
+    def debug_sql(
+        self,
+        sql: str | None = None,
+        params: Any = None,
+        use_last_executed_query: bool = False,
+        many: bool = False,
+    ) -> Iterator[None]:
+        with super().debug_sql(sql, params, use_last_executed_query=False, many=many):
+            yield

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from batch import runner
 from batch.api.auth import caller_for_key
@@ -35,3 +36,13 @@ def test_the_key_lookup_and_the_submit_statements_are_prepared_when_they_repeat(
     for _ in range(6):
         assert list(ApiKey.objects.filter(name="repeater")) == [caller]
     assert not any('"batch_apikey"."name"' in s for s in _prepared())
+
+
+def test_the_query_log_keeps_a_prepared_statements_text(db):
+    caller, raw_key = ApiKey.issue("logged")
+    with CaptureQueriesContext(connection) as captured:
+        for _ in range(7):
+            assert caller_for_key(raw_key) == caller
+    logged = [query["sql"] for query in captured.captured_queries]
+    assert None not in logged
+    assert sum('FROM "batch_apikey" WHERE "key_sha256"' in sql for sql in logged) == 7
