@@ -71,7 +71,7 @@ MODULE = "bench.cluster_batch"
 TRACED_FETCH = f"{MODULE}.traced_fetch_target"
 # A cluster left behind by a run that was killed outright (SIGKILL, a crash) is stopped by the next.
 CLUSTER_PIDFILE = Path(tempfile.gettempdir()) / "sift-bench-batch.cluster.pid"
-AIM_RATIO = 1.3
+AIM_RATIO = 1.1
 FINISH_POLL_SECONDS = 0.02
 JOB_TIMEOUT_SECONDS = 300.0
 DIRECT_ATTEMPTS = 3
