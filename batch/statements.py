@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import connection
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+from django.db.models import Field
 
 
 @contextmanager
@@ -40,6 +41,16 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     wrapped = _DebugCursor(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
     with wrapped as cursor:
         yield cursor
+
+
+def as_read_by_the_orm(field: Field[Any, Any], value: Any) -> Any:
+    """A ``field``'s ``value`` read by a plain statement, converted as the ORM converts it: by the
+    database's converters, then the field's (SQLite returns booleans as integers, datetimes and
+    JSON as text)."""
+    col = field.get_col(field.model._meta.db_table)
+    for convert in (*connection.ops.get_db_converters(col), *col.get_db_converters(connection)):
+        value = convert(value, col, connection)
+    return value
 
 
 class _DebugCursor(CursorDebugWrapper):

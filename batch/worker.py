@@ -46,7 +46,7 @@ from batch.models import (
     TargetStatus,
     WorkerSlot,
 )
-from batch.statements import prepared_cursor
+from batch.statements import as_read_by_the_orm, prepared_cursor
 from capacity.pacing import Every
 from capacity.slots import SlotTable
 
@@ -289,7 +289,7 @@ def _fairest_pending_target(now: datetime) -> PendingTarget | None:
     if row is None:
         return None
     pk, job_id, idx, url, options, attempts, caller_class, caller_name = row
-    options = OPTIONS.from_db_value(options, OPTIONS.cached_col, connection)
+    options = as_read_by_the_orm(OPTIONS, options)
     return PendingTarget(pk, job_id, idx, url, options, attempts, caller_class, caller_name)
 
 

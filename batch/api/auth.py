@@ -5,18 +5,15 @@ The REST API and the MCP server both authenticate through ``caller_for_key``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import connection
-from django.db.models import Field
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja.security import HttpBearer
 
 from batch.errors import Refusal, Refused
 from batch.models import ApiKey, hash_key
-from batch.statements import prepared_cursor
+from batch.statements import as_read_by_the_orm, prepared_cursor
 
 
 class KeyAuth(HttpBearer):
@@ -53,8 +50,7 @@ def _api_key_with_hash(key_sha256: str) -> ApiKey | None:
     """The caller whose key hashes to ``key_sha256``, read by one plain ``SELECT``.
 
     Every API request runs this lookup; building and compiling it through the ORM cost three
-    times the statement itself. Values are read back as the ORM would: through the database's
-    and each field's converters (SQLite returns booleans as integers and datetimes as text).
+    times the statement itself. Values are read back as the ORM would (``as_read_by_the_orm``).
     """
     q = connection.ops.quote_name
     columns = ", ".join(q(str(f.column)) for f in _FIELDS)
@@ -64,15 +60,8 @@ def _api_key_with_hash(key_sha256: str) -> ApiKey | None:
         row = cursor.fetchone()
     if row is None:
         return None
-    values = [_as_read_by_the_orm(field, value) for field, value in zip(_FIELDS, row, strict=True)]
+    values = [as_read_by_the_orm(field, value) for field, value in zip(_FIELDS, row, strict=True)]
     return ApiKey.from_db(connection.alias, [f.attname for f in _FIELDS], values)
-
-
-def _as_read_by_the_orm(field: Field[Any, Any], value: Any) -> Any:
-    col = field.get_col(ApiKey._meta.db_table)
-    for convert in (*connection.ops.get_db_converters(col), *col.get_db_converters(connection)):
-        value = convert(value, col, connection)
-    return value
 
 
 def _note_use(api_key: ApiKey) -> None:
