@@ -38,7 +38,7 @@ from batch.models import (
     JobStatus,
     SubmitLock,
 )
-from batch.statements import prepared_cursor
+from batch.statements import db_time, prepared_cursor
 from capacity.eviction import UncheckedBytes, oldest_over_budget
 from capacity.pacing import Every
 
@@ -325,12 +325,11 @@ def _look(caller: ApiKey, request: SubmitRequest, now: datetime) -> Seen:
     """
     job, key = BatchJob._meta.db_table, IdempotencyKey._meta.db_table
     q = connection.ops.quote_name
-    adapt = connection.ops.adapt_datetimefield_value
     live = [str(s) for s in LIVE_STATUSES]
     reusable = [str(s) for s in REUSABLE_STATUSES]
     in_ = ", ".join(["%s"] * len(live))
     in_reusable = ", ".join(["%s"] * len(reusable))
-    fresh = adapt(now - _ttl())
+    fresh = db_time(now - _ttl())
     sql = f"""
         SELECT
             (SELECT {q("id")} FROM {q(job)}

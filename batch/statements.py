@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -41,6 +42,11 @@ def prepared_cursor() -> Iterator[CursorWrapper]:
     wrapped = _DebugCursor(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
     with wrapped as cursor:
         yield cursor
+
+
+def db_time(moment: datetime) -> Any:
+    """``moment`` as a parameter of a plain statement, as the ORM would send it."""
+    return connection.ops.adapt_datetimefield_value(moment)
 
 
 def as_read_by_the_orm(field: Field[Any, Any], value: Any) -> Any:

@@ -38,7 +38,7 @@ from django_q.models import OrmQ
 from django_q.tasks import async_task
 
 from batch.models import LIVE_STATUSES, BatchTarget, TargetStatus
-from batch.statements import prepared_cursor
+from batch.statements import db_time, prepared_cursor
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +97,8 @@ def _drain_waiting() -> bool:
     """
     q = connection.ops.quote_name
     sql = f"SELECT 1 FROM {q(OrmQ._meta.db_table)} WHERE {q('key')} = %s AND {q('lock')} <= %s LIMIT 1"  # noqa: S608 - names come from the model
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
     with prepared_cursor() as cursor:
-        cursor.execute(sql, [str(settings.Q_CLUSTER["name"]), now])
+        cursor.execute(sql, [str(settings.Q_CLUSTER["name"]), db_time(timezone.now())])
         return cursor.fetchone() is not None
 
 

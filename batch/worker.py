@@ -46,7 +46,7 @@ from batch.models import (
     TargetStatus,
     WorkerSlot,
 )
-from batch.statements import as_read_by_the_orm, prepared_cursor
+from batch.statements import as_read_by_the_orm, db_time, prepared_cursor
 from capacity.pacing import Every
 from capacity.slots import SlotTable
 
@@ -282,7 +282,7 @@ def _fairest_pending_target(now: datetime) -> PendingTarget | None:
             t.{q("idx")} ASC
         LIMIT 1{_skip_locked(of="t")}
     """  # noqa: S608 - names come from the models, values are parameters
-    params = [*(str(s) for s in LIVE_STATUSES), str(TargetStatus.PENDING), _db_time(now)]
+    params = [*(str(s) for s in LIVE_STATUSES), str(TargetStatus.PENDING), db_time(now)]
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -296,11 +296,6 @@ def _fairest_pending_target(now: datetime) -> PendingTarget | None:
 # How the ORM reads and writes these JSON columns (SQLite: text; PostgreSQL: jsonb read as text).
 OPTIONS = BatchTarget._meta.get_field("options")
 RESULT = BatchTarget._meta.get_field("result")
-
-
-def _db_time(moment: datetime) -> Any:
-    """``moment`` as a parameter of a plain statement, as the ORM would send it."""
-    return connection.ops.adapt_datetimefield_value(moment)
 
 
 def _serve_and_take(slot: int, target: PendingTarget, now: datetime) -> Claim | None:
@@ -341,7 +336,7 @@ def _serve_job(job_id: str, now: datetime) -> Statement:
         f"UPDATE {q(BatchJob._meta.db_table)} SET {q('served_at')} = %s, {q('status')} = %s "  # noqa: S608 - names come from the model
         f"WHERE {q('id')} = %s AND {q('status')} IN ({live})"
     )
-    return sql, [_db_time(now), str(JobStatus.RUNNING), job_id, *(str(s) for s in LIVE_STATUSES)]
+    return sql, [db_time(now), str(JobStatus.RUNNING), job_id, *(str(s) for s in LIVE_STATUSES)]
 
 
 def _take(target_id: int, attempt: int, lease_until: datetime, now: datetime) -> Statement:
@@ -350,7 +345,7 @@ def _take(target_id: int, attempt: int, lease_until: datetime, now: datetime) ->
         f"UPDATE {q(BatchTarget._meta.db_table)} SET {q('status')} = %s, {q('attempts')} = %s, "  # noqa: S608 - names come from the model
         f"{q('lease_until')} = %s, {q('started_at')} = %s, {q('not_before')} = NULL WHERE {q('id')} = %s"
     )
-    return sql, [str(TargetStatus.RUNNING), attempt, _db_time(lease_until), _db_time(now), target_id]
+    return sql, [str(TargetStatus.RUNNING), attempt, db_time(lease_until), db_time(now), target_id]
 
 
 def _chain(updates: list[Statement]) -> list[bool]:
@@ -578,7 +573,7 @@ def _store_end(
         str(status),
         RESULT.get_db_prep_save(cleaned, connection),
         n_bytes,
-        _db_time(now),
+        db_time(now),
         None if failure is None else failure.outcome.value,
         "" if failure is None else failure.error,
         "" if failure is None else failure.hint,
