@@ -8,13 +8,13 @@ the same guarded client (``post_webhook``).
 
 from __future__ import annotations
 
-from batch.fetch import cache, client, pipeline
-from batch.fetch.errors import FetchError
-from batch.fetch.hosts import HostNotDue
-from batch.fetch.outcomes import Outcome
-from batch.fetch.targets import Target
 from batch.webhooks import Answer
 from batch.worker import Caller, Result, RetryLater, TargetFailed
+from fetch import cache, client, pipeline
+from fetch.errors import FetchError
+from fetch.hosts import HostNotDue
+from fetch.outcomes import Outcome
+from fetch.targets import Target
 
 
 def fetch_target(caller: Caller, target: Target) -> Result:

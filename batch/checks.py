@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from batch import worker
-from batch.fetch import limits
+from fetch import limits
 
 
 def longest_fetch_seconds() -> float:

@@ -1,6 +1,6 @@
 """The refusals of the API: one table of codes with their HTTP statuses, and the error they ride on.
 
-A fetch's failures are outcomes (``batch/fetch/outcomes.py``); everything else the API refuses
+A fetch's failures are outcomes (``fetch/outcomes.py``); everything else the API refuses
 is one of these codes (docs/api.md).
 """
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from batch.fetch.outcomes import Outcome
+from fetch.outcomes import Outcome
 
 __all__ = [
     "ApiKey",

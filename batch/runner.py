@@ -24,8 +24,6 @@ from django.utils import timezone
 
 from batch import metrics, wakeups, webhooks
 from batch.errors import Refusal, Refused
-from batch.fetch.outcomes import RetryAfter
-from batch.fetch.targets import Target
 from batch.models import (
     FINISHED_STATUSES,
     LIVE_STATUSES,
@@ -41,6 +39,8 @@ from batch.models import (
 from batch.statements import db_time, prepared_cursor
 from capacity.eviction import UncheckedBytes, oldest_over_budget
 from capacity.pacing import Every
+from fetch.outcomes import RetryAfter
+from fetch.targets import Target
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from batch.errors import Refusal, error_json
-from batch.fetch.outcomes import Outcome
 from batch.metrics import QueueCollector
 from batch.models import ClusterHeartbeat
+from fetch.outcomes import Outcome
 
 CLUSTER_STALE_AFTER = timedelta(minutes=1)
 

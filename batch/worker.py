@@ -35,8 +35,6 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from batch import metrics, runner, storable, wakeups, webhooks
-from batch.fetch.outcomes import Outcome
-from batch.fetch.targets import Target
 from batch.models import (
     LIVE_STATUSES,
     ApiKey,
@@ -49,6 +47,8 @@ from batch.models import (
 from batch.statements import as_read_by_the_orm, db_time, prepared_cursor
 from capacity.pacing import Every
 from capacity.slots import SlotTable
+from fetch.outcomes import Outcome
+from fetch.targets import Target
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ PostgreSQL, migrates it, issues a fleet caller and starts ``manage.py qcluster``
 ``SIFT_BATCH_WORKERS=--workers``, ``SIFT_FETCH_ALLOW_CIDRS=127.0.0.0/8`` and the production
 fetch (``batch.adapter.fetch_target``, no ``SIFT_TEST_FETCH_FUNC``). Then, ``--runs`` times, alternately:
 
-- ``direct``: the 32 URLs through ``batch.fetch.pipeline.fetch`` (cache, gate, guarded download,
+- ``direct``: the 32 URLs through ``fetch.pipeline.fetch`` (cache, gate, guarded download,
   extraction) by ``--workers`` threads taking them in index order, in one process: a child of
   this one (this module with ``--direct-lanes``), started once like the cluster, so that neither
   phase shares its process with the upstream server;
@@ -61,8 +61,8 @@ from bench.postgres import BenchDatabase, server_settings
 from bench.stats import median
 
 if TYPE_CHECKING:
-    from batch.fetch.targets import Target
     from batch.worker import Caller, Result
+    from fetch.targets import Target
 
 N_TARGETS = 32
 DATABASE = BenchDatabase("sift_bench_batch")
@@ -166,7 +166,7 @@ def bench_env(workers: int, metrics_dir: Path, fetch: str) -> dict[str, str]:
 
 
 def empty_document_cache() -> None:
-    from batch.fetch.models import CachedDocument
+    from fetch.models import CachedDocument
 
     CachedDocument.objects.all().delete()
 
@@ -282,9 +282,9 @@ def serve_direct_lanes(threads: int) -> None:
 
 
 def fetch_directly(url: str) -> tuple[float, float, int] | str:
-    from batch.fetch import cache, pipeline
-    from batch.fetch.errors import FetchError
-    from batch.fetch.targets import parse_target
+    from fetch import cache, pipeline
+    from fetch.errors import FetchError
+    from fetch.targets import parse_target
 
     began = time.perf_counter()
     try:

@@ -48,11 +48,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 
 import trafilatura
 
-from batch.fetch.extract import extract
-from batch.fetch.targets import TargetOptions
 from bench import cpu, data, harness, submit
 from bench.harness import LOOPBACK
 from bench.postgres import BenchDatabase
+from fetch.extract import extract
+from fetch.targets import TargetOptions
 
 _TOKEN = re.compile(r"\w+")
 

@@ -6,8 +6,8 @@ result, so a job's time is the cost of claiming, storing and settling its target
 
 from __future__ import annotations
 
-from batch.fetch.targets import Target
 from batch.worker import Caller, Result
+from fetch.targets import Target
 
 
 def noop(caller: Caller, target: Target) -> Result:

@@ -97,8 +97,8 @@ def children_cpu_seconds(pids: list[int]) -> float:
 
 
 def read_with_sift(pdf: bytes, reader: Reader) -> None:
-    from batch.fetch.pdf_text import pdf_text
-    from batch.fetch.sandbox import get_sandbox
+    from fetch.pdf_text import pdf_text
+    from fetch.sandbox import get_sandbox
 
     pids = get_sandbox().pids()
     cpu = children_cpu_seconds(pids) + time.process_time()
@@ -129,7 +129,7 @@ def bench_readers(pdf: bytes, rounds: int) -> dict[str, Reader]:
     """Sift's first call (it starts a child), then sift warm with the one child that call started,
     then with every child of the pool started (as after ``warm_up``; a PDF this big is then read
     by all of them at once); pdftotext reads the file in turn with each warm round."""
-    from batch.fetch.sandbox import get_sandbox
+    from fetch.sandbox import get_sandbox
 
     readers = {name: Reader() for name in ("cold", "one", "every", "poppler one", "poppler every")}
     read_with_sift(pdf, readers["cold"])
@@ -148,7 +148,7 @@ def bench_readers(pdf: bytes, rounds: int) -> dict[str, Reader]:
 
 
 def child_peak_kib() -> int:
-    from batch.fetch.sandbox import get_sandbox
+    from fetch.sandbox import get_sandbox
 
     reply, _ = get_sandbox().run(
         "ping", {}, b"", cpu_seconds=5, wall_seconds=10, subject="ping", hint="", max_reply_bytes=1024
@@ -159,9 +159,9 @@ def child_peak_kib() -> int:
 
 def rss_of(document: str) -> None:
     """Run in a fresh process: read one document, print its peak RSS figures (KiB) and seconds."""
-    from batch.fetch.errors import FetchError
-    from batch.fetch.extract import extract
-    from batch.fetch.targets import TargetOptions
+    from fetch.errors import FetchError
+    from fetch.extract import extract
+    from fetch.targets import TargetOptions
 
     body = make_pdf() if document == "pdf" else make_html()
     declared = "application/pdf" if document == "pdf" else "text/html"

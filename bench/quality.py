@@ -11,7 +11,7 @@ Two labelled sets, each page scored by the token F1 of ``bench.extract`` (bag of
   The page title is not part of it: the envelope carries it (``title``).
 
 For each set it prints the mean F1 (and precision, recall) of sift text mode, sift markdown mode
-(both through ``batch.fetch.extract.extract``, in the sandbox child as the service runs it) and
+(both through ``fetch.extract.extract``, in the sandbox child as the service runs it) and
 trafilatura called directly with its defaults, and the CPU milliseconds per page each takes in
 one process: sift's ``html_text`` called in-process on the decoded page (what the child runs),
 trafilatura on the bytes, and their ratio. bench/extract.py measures the service's rates.
@@ -35,10 +35,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 
 import trafilatura
 
-from batch.fetch.html_text import html_text
-from batch.fetch.sniff import clean_text, decode_text
 from bench import data
 from bench.extract import load, sift
+from fetch.html_text import html_text
+from fetch.sniff import clean_text, decode_text
 
 PAGES = Path(__file__).resolve().parent / "pages"
 _TOKEN = re.compile(r"\w+")

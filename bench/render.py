@@ -2,7 +2,7 @@
 
 Serves the first 20 pages of the article-extraction set (``--data``, by default
 ``../shared/bench-data`` beside the repository) on 127.0.0.1 and fetches each through the real
-pipeline (``batch.fetch.pipeline.fetch``: gate, guarded client, cache on a throwaway SQLite
+pipeline (``fetch.pipeline.fetch``: gate, guarded client, cache on a throwaway SQLite
 database, extraction), once without render and once with ``render: true``. Only 127.0.0.1 is
 allowed and every other address refused, so the pages' outside scripts, styles and frames are
 refused by the guard, as a render on a closed network would have them.
@@ -79,7 +79,7 @@ class BrowserPeak:
         self._thread.join()
 
     def _sample(self) -> None:
-        from batch.fetch import render
+        from fetch import render
 
         while not self._stop.wait(0.1):
             for pid in list(render.running):
@@ -94,9 +94,9 @@ def own_peak_bytes() -> int:
 
 
 def run(pages: dict[str, bytes], port: int) -> None:
-    from batch.fetch.errors import FetchError
-    from batch.fetch.pipeline import fetch
-    from batch.fetch.targets import Target, TargetOptions
+    from fetch.errors import FetchError
+    from fetch.pipeline import fetch
+    from fetch.targets import Target, TargetOptions
 
     for render in (False, True):
         seconds: list[float] = []

@@ -20,8 +20,8 @@ def post_worker_init(worker: Any) -> None:
 
 
 def _warm_up_sandbox() -> None:
-    from batch.fetch import sandbox  # noqa: PLC0415 — in the worker, once Django is set up
-    from batch.fetch.errors import FetchError  # noqa: PLC0415
+    from fetch import sandbox  # noqa: PLC0415 — in the worker, once Django is set up
+    from fetch.errors import FetchError  # noqa: PLC0415
 
     try:
         sandbox.warm_up()

@@ -46,7 +46,7 @@ INSTALLED_APPS = [
     "django_q",
     "ninja",
     "batch",
-    "batch.fetch",
+    "fetch",
 ]
 
 MIDDLEWARE = [

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from batch.fetch.outcomes import Outcome
-from batch.fetch.targets import Target
 from batch.worker import Caller, Result, RetryLater, TargetFailed
+from fetch.outcomes import Outcome
+from fetch.targets import Target
 
 
 def _dir() -> Path:

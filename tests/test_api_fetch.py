@@ -10,7 +10,7 @@ import json
 import pytest
 from werkzeug import Response
 
-from batch.fetch.models import CachedDocument
+from fetch.models import CachedDocument
 
 from .factories import LOOPBACK
 from .fixtures.pdf_writer import build_pdf

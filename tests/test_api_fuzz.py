@@ -26,8 +26,8 @@ from schemathesis.config import SchemathesisConfig
 
 from batch import waits
 from batch.api import api
-from batch.fetch import guard
 from batch.models import ApiKey, BatchJob, hash_key
+from fetch import guard
 
 from .factories import LOOPBACK
 from .upstream import numeric_resolve

@@ -201,7 +201,7 @@ def test_submitting_while_batch_is_disabled_is_503_batch_disabled(agent, setting
 
 
 def test_too_many_targets_is_refused_before_any_target_is_validated(agent, settings, monkeypatch):
-    from batch.fetch import targets
+    from fetch import targets
 
     settings.SIFT_BATCH_TARGETS_PER_JOB = 3
 
@@ -219,7 +219,7 @@ def test_too_many_targets_is_refused_before_any_target_is_validated(agent, setti
 @pytest.fixture
 def compiled(monkeypatch) -> list[str]:
     """Every jq program validation compiles, in order."""
-    from batch.fetch import targets
+    from fetch import targets
 
     programs: list[str] = []
     real_compile = targets.compile_jq
@@ -250,7 +250,7 @@ def test_a_program_repeated_across_targets_is_compiled_once(agent, compiled):
 
 
 def test_distinct_programs_beyond_the_submission_budget_are_refused(agent):
-    from batch.fetch.targets import MAX_JQ_CHARS, MAX_PROGRAM_CHARS_PER_SUBMISSION
+    from fetch.targets import MAX_JQ_CHARS, MAX_PROGRAM_CHARS_PER_SUBMISSION
 
     _, client = agent
     n = MAX_PROGRAM_CHARS_PER_SUBMISSION // MAX_JQ_CHARS + 1
@@ -263,7 +263,7 @@ def test_distinct_programs_beyond_the_submission_budget_are_refused(agent):
 
 
 def test_more_distinct_programs_than_a_submission_may_carry_are_refused(agent):
-    from batch.fetch.targets import MAX_PROGRAMS_PER_SUBMISSION
+    from fetch.targets import MAX_PROGRAMS_PER_SUBMISSION
 
     _, client = agent
     n = MAX_PROGRAMS_PER_SUBMISSION + 1
@@ -303,7 +303,7 @@ def test_zone_ids_and_empty_host_labels_are_400_naming_the_url(agent, url):
 
 
 def test_a_stored_target_is_rebuilt_without_compiling_its_programs(monkeypatch):
-    from batch.fetch import targets
+    from fetch import targets
 
     def no_compiling(*args, **kwargs):
         raise AssertionError("recompiled a validated target")

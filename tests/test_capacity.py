@@ -7,10 +7,10 @@ from datetime import timedelta
 from django.utils import timezone
 
 from batch import worker
-from batch.fetch.gate import FETCH_SLOTS
-from batch.fetch.models import CachedDocument, FetchSlot
 from batch.models import WorkerSlot
 from capacity.eviction import oldest_over_budget
+from fetch.gate import FETCH_SLOTS
+from fetch.models import CachedDocument, FetchSlot
 
 
 def test_a_raised_slot_count_gets_its_rows_without_a_migration(db, settings):

@@ -13,8 +13,8 @@ from django.db import connection
 
 from batch import runner, worker
 from batch.api.validation import validate_targets
-from batch.fetch.targets import Target
 from batch.models import SUBMIT_TOKENS, ApiKey, BatchJob, BatchTarget, IdempotencyKey
+from fetch.targets import Target
 
 from .factories import N_THREADS, race
 

@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from batch import runner, storable, worker
 from batch.api.validation import validate_targets
-from batch.fetch.targets import Target
 from batch.models import BatchJob
 from capacity import eviction
+from fetch.targets import Target
 
 from .factories import make_job
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 import lxml.html
 import pytest
 
-from batch.fetch import html_text as html_module
-from batch.fetch.extract import extract
-from batch.fetch.html_text import (
+from bench.quality import mean, non_article_pages, score, trafilatura_direct
+from fetch import html_text as html_module
+from fetch.extract import extract
+from fetch.html_text import (
     choose_reading,
     drop_title_lines,
     html_text,
     page_titles,
     peer_items,
 )
-from batch.fetch.targets import TargetOptions
-from bench.quality import mean, non_article_pages, score, trafilatura_direct
+from fetch.targets import TargetOptions
 
 POSTS = [
     "My starter is two weeks old and for three days it has smelled sharply of acetone, almost "

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from batch.fetch import cache, guard
-from batch.fetch.client import Download
-from batch.fetch.headers import imf_fixdate
-from batch.fetch.models import CachedDocument
+from fetch import cache, guard
+from fetch.client import Download
+from fetch.headers import imf_fixdate
+from fetch.models import CachedDocument
 
 from .factories import LOOPBACK
 from .upstream import RawServer, numeric_resolve

@@ -28,8 +28,8 @@ from pytest_django.fixtures import Settings
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
-from batch.fetch import client, guard
-from batch.fetch.errors import FetchError
+from fetch import client, guard
+from fetch.errors import FetchError
 
 from .factories import LOOPBACK
 from .upstream import RawServer, resolver_for

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from batch.fetch import pipeline
+from fetch import pipeline
 
 from .factories import LOOPBACK
 

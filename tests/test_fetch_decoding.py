@@ -14,8 +14,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pytest_django.fixtures import Settings
 
-from batch.fetch import client, decoding
-from batch.fetch.errors import FetchError
+from fetch import client, decoding
+from fetch.errors import FetchError
 
 CAP = 20 * 2**20
 ONE_BYTE_MEMBER = gzip.compress(b"a", mtime=0)  # 21 bytes

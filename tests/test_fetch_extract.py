@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from batch.fetch.errors import FetchError
-from batch.fetch.extract import Extracted, extract
-from batch.fetch.sandbox import get_sandbox
-from batch.fetch.targets import TargetOptions
+from fetch.errors import FetchError
+from fetch.extract import Extracted, extract
+from fetch.sandbox import get_sandbox
+from fetch.targets import TargetOptions
 from tests.fixtures.pdf_writer import build_pdf, build_pdf_from_streams, flate_bomb_stream
 
 URL = "https://news.example/2024/lighthouse"
@@ -457,7 +457,7 @@ def test_a_page_too_big_for_main_content_detection_is_flattened_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The sandbox child runs this same module; in-process, the threshold can be lowered.
-    from batch.fetch import html_text as module
+    from fetch import html_text as module
 
     monkeypatch.setattr(module, "MAIN_CONTENT_MAX_ELEMENTS", 20)
 
@@ -495,7 +495,7 @@ def test_trafilatura_is_never_entered_by_two_threads_of_one_process(monkeypatch)
 
     import trafilatura
 
-    from batch.fetch import html_text as module
+    from fetch import html_text as module
 
     active = 0
     peak = 0

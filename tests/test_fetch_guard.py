@@ -16,8 +16,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pytest_django.fixtures import Settings
 
-from batch.fetch import guard
-from batch.fetch.errors import FetchError
+from fetch import guard
+from fetch.errors import FetchError
 
 from .factories import LOOPBACK
 from .upstream import REAL_RESOLVE, numeric_resolve, resolver_for

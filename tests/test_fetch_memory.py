@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from batch.fetch import extract as extract_module
-from batch.fetch import sandbox as sandbox_module
-from batch.fetch.errors import FetchError
-from batch.fetch.extract import HTML_TIME_HINT, extract
-from batch.fetch.sandbox import Sandbox
-from batch.fetch.targets import TargetOptions
+from fetch import extract as extract_module
+from fetch import sandbox as sandbox_module
+from fetch.errors import FetchError
+from fetch.extract import HTML_TIME_HINT, extract
+from fetch.sandbox import Sandbox
+from fetch.targets import TargetOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = "https://news.example/big"
@@ -33,8 +33,8 @@ import json, os, sys
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 import django
 django.setup()
-from batch.fetch.extract import extract
-from batch.fetch.targets import TargetOptions
+from fetch.extract import extract
+from fetch.targets import TargetOptions
 
 post = (
     "<div class='post' id='p{n}'><h2><a class='title' href='/posts/{n}'>Harbour notes {n}</a></h2>"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from batch.fetch.narrow import (
+from fetch.narrow import (
     PASSAGE_WORDS,
     QUESTION_WORDS,
     answer_passages,
@@ -12,7 +12,7 @@ from batch.fetch.narrow import (
     narrow,
     split_passages,
 )
-from batch.fetch.targets import TargetOptions
+from fetch.targets import TargetOptions
 
 POEM = "\n".join(
     [

@@ -10,13 +10,13 @@ from typing import Any
 import pypdfium2 as pdfium
 import pytest
 
-from batch.fetch import pdf_text as pdf_text_module
-from batch.fetch.errors import FetchError
-from batch.fetch.pdf_text import PdfText, pdf_text
-from batch.fetch.sandbox import Sandbox
-from batch.fetch.sandbox_child import pdf_share
-from batch.fetch.sandbox_child import pdf_text as child_pdf_text
-from batch.fetch.targets import PageRange
+from fetch import pdf_text as pdf_text_module
+from fetch.errors import FetchError
+from fetch.pdf_text import PdfText, pdf_text
+from fetch.sandbox import Sandbox
+from fetch.sandbox_child import pdf_share
+from fetch.sandbox_child import pdf_text as child_pdf_text
+from fetch.targets import PageRange
 from tests.fixtures.pdf_writer import build_pdf, build_pdf_from_streams, flate_bomb_stream, page_stream
 
 LIMITS: dict[str, Any] = {

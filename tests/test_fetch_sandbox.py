@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from batch.fetch import sandbox as sandbox_module
-from batch.fetch.errors import FetchError
-from batch.fetch.sandbox import Sandbox, get_sandbox
+from fetch import sandbox as sandbox_module
+from fetch.errors import FetchError
+from fetch.sandbox import Sandbox, get_sandbox
 from tests.fixtures.pdf_writer import build_pdf
 
 LIMITS: dict[str, Any] = {
@@ -151,7 +151,7 @@ def test_many_threads_share_the_pool_and_each_gets_its_own_answer(sandbox: Sandb
 
 
 def _pdf_in_daemonic_worker(queue: Any) -> None:
-    from batch.fetch.pdf_text import pdf_text
+    from fetch.pdf_text import pdf_text
 
     try:
         pdf = pdf_text(build_pdf([["first"], ["second"]]), ((2, 2),), max_chars=10_000)

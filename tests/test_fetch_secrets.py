@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from batch.fetch import sandbox as sandbox_module
-from batch.fetch.errors import FetchError
-from batch.fetch.json_text import json_text
-from batch.fetch.sandbox import Sandbox
-from batch.fetch.sandbox_child import MODULES_REFUSED, compile_jq, jq_without_modules
+from fetch import sandbox as sandbox_module
+from fetch.errors import FetchError
+from fetch.json_text import json_text
+from fetch.sandbox import Sandbox
+from fetch.sandbox_child import MODULES_REFUSED, compile_jq, jq_without_modules
 
 from .factories import LOOPBACK
 

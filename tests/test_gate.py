@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from batch.fetch import gate
-from batch.fetch.errors import FetchError
-from batch.fetch.models import FetchSlot
+from fetch import gate
+from fetch.errors import FetchError
+from fetch.models import FetchSlot
 
 from .deployment import ROOT, Deployment, wait_for
 from .upstream import slow_upstream
@@ -62,7 +62,7 @@ def test_a_slot_held_by_a_killed_process_is_free_again_within_its_lease(settings
     settings.SIFT_FETCH_TIMEOUT = 2
     holder = subprocess.Popen(
         [sys.executable, "-c", (
-            "import django, time; django.setup(); from batch.fetch import gate\n"
+            "import django, time; django.setup(); from fetch import gate\n"
             "with gate.fetch_slot():\n    print('held', flush=True); time.sleep(120)"
         )],
         cwd=ROOT, env={**Deployment(tmp_path, {}).env, "SIFT_FETCH_SLOTS": "1", "SIFT_FETCH_TIMEOUT": "2s",

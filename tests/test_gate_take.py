@@ -10,10 +10,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from batch.fetch import cache, gate
-from batch.fetch.client import Download
-from batch.fetch.gate import FETCH_GATE, FETCH_SLOTS, take_at_once
-from batch.fetch.models import CachedDocument, FetchSlot
+from fetch import cache, gate
+from fetch.client import Download
+from fetch.gate import FETCH_GATE, FETCH_SLOTS, take_at_once
+from fetch.models import CachedDocument, FetchSlot
 
 
 def _rows(count: int) -> None:

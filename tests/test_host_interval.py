@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from batch import runner, worker
 from batch.api.validation import validate_targets
-from batch.fetch import hosts
-from batch.fetch.models import HostTurn
 from batch.models import BatchJob
+from fetch import hosts
+from fetch.models import HostTurn
 
 from .deployment import Deployment, wait_for
 from .factories import LOOPBACK, scripted_job

@@ -24,9 +24,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from batch.fetch.models import CachedDocument
 from batch.mcp import tools
 from batch.models import ApiKey, BatchJob
+from fetch.models import CachedDocument
 
 from .deployment import Deployment
 from .factories import SCRIPTED_BASE, MakeCaller

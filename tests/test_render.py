@@ -18,10 +18,10 @@ from werkzeug import Request, Response
 
 from batch import runner
 from batch.api.validation import validate_targets
-from batch.fetch import render
-from batch.fetch.targets import TargetOptions, parse_target
 from batch.mcp.tools import OPTION_PROPERTIES
 from batch.models import BatchJob
+from fetch import render
+from fetch.targets import TargetOptions, parse_target
 
 from .deployment import Deployment, wait_for
 

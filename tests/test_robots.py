@@ -13,8 +13,8 @@ import pytest
 
 from batch import runner
 from batch.api.validation import validate_targets
-from batch.fetch.models import CachedDocument
 from batch.models import BatchJob
+from fetch.models import CachedDocument
 
 from .deployment import Deployment, wait_for
 from .factories import LOOPBACK

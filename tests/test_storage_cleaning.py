@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from batch import runner, storable, worker
 from batch.api.validation import validate_targets
-from batch.fetch.outcomes import Outcome
-from batch.fetch.targets import Target
 from batch.models import BatchJob, BatchTarget, WorkerSlot
+from fetch.outcomes import Outcome
+from fetch.targets import Target
 
 BASE = "https://upstream.test/"
 TEN_MB = "e" * (10 * 2**20)

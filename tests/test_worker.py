@@ -14,9 +14,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from batch import runner, wakeups, worker
-from batch.fetch.targets import Target
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 from capacity.pacing import Every
+from fetch.targets import Target
 
 from . import fetchers
 from .factories import SCRIPTED_BASE, scripted_job

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from batch.fetch import guard
+from fetch import guard
 
 REAL_RESOLVE = guard.resolve
 

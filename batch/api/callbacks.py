@@ -7,8 +7,8 @@ resolves elsewhere later is refused then. See docs/webhooks.md.
 from __future__ import annotations
 
 from batch.errors import Refusal, Refused
-from batch.fetch import guard
-from batch.fetch.errors import FetchError
+from fetch import guard
+from fetch.errors import FetchError
 
 FIELD = "callback_url"
 

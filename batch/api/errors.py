@@ -17,8 +17,8 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from batch.api.parser import BodyRefused
 from batch.errors import Refusal, Refused
-from batch.fetch.errors import FetchError
-from batch.fetch.outcomes import Outcome, RetryAfter
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome, RetryAfter
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ from batch.api.openapi import error_responses
 from batch.api.schemas import FetchEnvelope, FetchQuery, TargetIn
 from batch.api.validation import validate_target
 from batch.errors import Refusal, Refused
-from batch.fetch import cache, pipeline
-from batch.fetch.errors import FetchError
-from batch.fetch.outcomes import Outcome, RetryAfter
 from batch.models import ApiKey
 from batch.threads import ThreadShares
+from fetch import cache, pipeline
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome, RetryAfter
 
 FETCH_ERRORS = error_responses(400, 401, 403, 415, 422, 429, 500, 502, 504)
 

@@ -9,7 +9,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja.parser import Parser
 
-from batch.fetch.targets import printable
+from fetch.targets import printable
 
 
 class BodyRefused(ValueError):

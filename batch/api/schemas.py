@@ -1,6 +1,6 @@
 """Request and response shapes of the JSON API (docs/api.md), also the OpenAPI schema.
 
-Request bodies are checked at run time by ``batch.fetch.targets`` alone, which names the offending
+Request bodies are checked at run time by ``fetch.targets`` alone, which names the offending
 target and field. The JSON Schema written here says the same thing for clients and fuzzers:
 everything it refuses, validation refuses too; what it cannot say (a grep or jq program that
 does not compile, page ranges that run backwards, a port out of range) validation adds.
@@ -15,7 +15,9 @@ from django.conf import settings
 from ninja import Field, Schema
 from pydantic import ConfigDict, WithJsonSchema
 
-from batch.fetch.targets import (
+from batch.models import BatchTarget
+from batch.summaries import job_summary  # noqa: F401 - where the API and MCP take it from
+from fetch.targets import (
     MAX_JQ_CHARS,
     MAX_PAGES_CHARS,
     MAX_PATTERN_CHARS,
@@ -23,8 +25,6 @@ from batch.fetch.targets import (
     MAX_URL_CHARS,
     MODES,
 )
-from batch.models import BatchTarget
-from batch.summaries import job_summary  # noqa: F401 - where the API and MCP take it from
 
 TARGETS_DESCRIPTION = (
     'Each target is a URL string, or {"url": "...", "options": {...}} with options '
@@ -110,7 +110,7 @@ class ErrorOut(Schema):
 class SubmitIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    # Checked at run time by batch.fetch.targets, which names the target and field it refuses.
+    # Checked at run time by fetch.targets, which names the target and field it refuses.
     targets: Annotated[list[Any], WithJsonSchema(TARGETS_SCHEMA)]
     # Checked at run time by the fetch guard (batch/api/callbacks.py).
     callback_url: str | None = Field(
@@ -214,7 +214,7 @@ class TargetIn(Schema):
 
     model_config = ConfigDict(extra="forbid")
 
-    # Checked at run time by batch.fetch.targets, as in a batch.
+    # Checked at run time by fetch.targets, as in a batch.
     url: Annotated[Any, WithJsonSchema(URL_SCHEMA)]
     options: Annotated[Any, WithJsonSchema(OPTIONS_SCHEMA)] = None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from batch.errors import Refusal, Refused
-from batch.fetch.targets import InvalidTarget, Target, parse_target, parse_targets
+from fetch.targets import InvalidTarget, Target, parse_target, parse_targets
 
 
 def validate_targets(raw_targets: list[object]) -> list[Target]:

@@ -31,11 +31,11 @@ from batch.api.idempotency import validate_idempotency_key
 from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut, job_summary
 from batch.api.validation import validate_targets
 from batch.errors import Refusal, Refused
-from batch.fetch.errors import FetchError
-from batch.fetch.limits import MAX_URL_CHARS
-from batch.fetch.outcomes import Outcome
-from batch.fetch.targets import MODES
 from batch.models import ApiKey
+from fetch.errors import FetchError
+from fetch.limits import MAX_URL_CHARS
+from fetch.outcomes import Outcome
+from fetch.targets import MODES
 
 log = logging.getLogger(__name__)
 

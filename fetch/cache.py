@@ -25,10 +25,10 @@ from django.db.models.constants import OnConflict
 from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
-from batch.fetch import headers
-from batch.fetch.client import Download
-from batch.fetch.models import CachedDocument
 from capacity.eviction import UncheckedBytes, oldest_over_budget
+from fetch import headers
+from fetch.client import Download
+from fetch.models import CachedDocument
 
 FLEET_PARTITION = "fleet"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

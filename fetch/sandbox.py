@@ -33,8 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from batch.fetch.errors import FetchError
-from batch.fetch.outcomes import Outcome, RetryAfter
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome, RetryAfter
 
 logger = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from django.conf import settings
 
-from batch.fetch.errors import FetchError
-from batch.fetch.json_text import NotJson, json_text
-from batch.fetch.narrow import narrow
-from batch.fetch.outcomes import Outcome
-from batch.fetch.pdf_text import pdf_text
-from batch.fetch.sandbox import get_sandbox
-from batch.fetch.sniff import (
+from fetch.errors import FetchError
+from fetch.json_text import NotJson, json_text
+from fetch.narrow import narrow
+from fetch.outcomes import Outcome
+from fetch.pdf_text import pdf_text
+from fetch.sandbox import get_sandbox
+from fetch.sniff import (
     HTML_TYPES,
     UNSUPPORTED_HINT,
     clean_text,
@@ -28,7 +28,7 @@ from batch.fetch.sniff import (
     media_type,
     sniff_kind,
 )
-from batch.fetch.targets import TargetOptions
+from fetch.targets import TargetOptions
 
 # Extracted text that grep or question will narrow may be this long before narrowing.
 NARROWABLE_CHARS = 10_000_000

@@ -17,13 +17,13 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from batch.fetch import cache, client, gate, headers, hosts, metrics, render, robots, sandbox
-from batch.fetch.errors import FetchError
-from batch.fetch.extract import extract
-from batch.fetch.limits import EXTRACT_GRACE_SECONDS
-from batch.fetch.models import CachedDocument
-from batch.fetch.outcomes import Outcome
-from batch.fetch.targets import Target
+from fetch import cache, client, gate, headers, hosts, metrics, render, robots, sandbox
+from fetch.errors import FetchError
+from fetch.extract import extract
+from fetch.limits import EXTRACT_GRACE_SECONDS
+from fetch.models import CachedDocument
+from fetch.outcomes import Outcome
+from fetch.targets import Target
 
 # The top-level request's turn at its host (``hosts.turn``), yielding the download's timeout.
 HostTurn = Callable[[], AbstractContextManager[float | None]]

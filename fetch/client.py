@@ -32,10 +32,10 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ReadTimeoutError, SSLError
 from urllib3.response import BaseHTTPResponse
 
-from batch.fetch import decoding, guard
-from batch.fetch import headers as parse
-from batch.fetch.errors import FetchError
-from batch.fetch.outcomes import Outcome
+from fetch import decoding, guard
+from fetch import headers as parse
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome
 
 USER_AGENT = "sift/0.1 (a self-hosted web reader for AI agents)"
 ACCEPT = "text/html,application/xhtml+xml,application/json,application/pdf,text/plain;q=0.9,*/*;q=0.8"

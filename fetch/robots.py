@@ -16,9 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from protego import Protego
 
-from batch.fetch import cache, client, guard
-from batch.fetch.errors import FetchError
-from batch.fetch.outcomes import Outcome
+from fetch import cache, client, guard
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome
 
 # What the groups of a robots.txt are matched against: the product token of sift's User-Agent.
 ROBOT_NAME = client.USER_AGENT.split("/", 1)[0]

@@ -1,6 +1,6 @@
 """The sandbox's child process: PDF text, jq and HTML extraction on untrusted bytes, under limits.
 
-``batch.fetch.sandbox`` starts this file as a script (``python -I sandbox_child.py MEMORY``, with
+``fetch.sandbox`` starts this file as a script (``python -I sandbox_child.py MEMORY``, with
 an empty environment, ``/`` as its working directory and no file descriptor but its pipes) and
 keeps it warm. It imports nothing from Django, so a hostile document never runs next to a
 database connection or the server's settings, and it speaks a tiny protocol on its own pipes:

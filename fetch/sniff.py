@@ -14,10 +14,10 @@ import re
 
 import charset_normalizer
 
-from batch.fetch import charsets, headers
-from batch.fetch.charsets import Encoding
-from batch.fetch.errors import FetchError
-from batch.fetch.outcomes import Outcome
+from fetch import charsets, headers
+from fetch.charsets import Encoding
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 JSON_TYPES = frozenset({"application/json", "text/json", "application/x-ndjson", "application/jsonl"})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from batch.fetch.errors import FetchError
-from batch.fetch.outcomes import Outcome
-from batch.fetch.sandbox import get_sandbox
-from batch.fetch.targets import PageRange
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome
+from fetch.sandbox import get_sandbox
+from fetch.targets import PageRange
 
 # CPU seconds a PDF may take: a base, and more for a bigger file.
 PDF_CPU_SECONDS = 10.0

@@ -1,8 +1,8 @@
-"""The fetch pipeline's one error: every failure leaves ``batch/fetch`` as a ``FetchError``."""
+"""The fetch pipeline's one error: every failure leaves ``fetch`` as a ``FetchError``."""
 
 from __future__ import annotations
 
-from batch.fetch.outcomes import Outcome
+from fetch.outcomes import Outcome
 
 
 class FetchError(Exception):

@@ -23,9 +23,9 @@ from urllib.parse import SplitResult, quote, urlsplit
 import idna
 from django.conf import settings
 
-from batch.fetch.errors import FetchError
-from batch.fetch.limits import MAX_URL_CHARS
-from batch.fetch.outcomes import Outcome
+from fetch.errors import FetchError
+from fetch.limits import MAX_URL_CHARS
+from fetch.outcomes import Outcome
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -26,9 +26,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from batch.fetch.errors import FetchError
-from batch.fetch.models import HostTurn
-from batch.fetch.outcomes import Outcome
+from fetch.errors import FetchError
+from fetch.models import HostTurn
+from fetch.outcomes import Outcome
 
 # A row this long past its turn says nothing any more; it goes when a new host's row is made.
 FORGET_AFTER = timedelta(hours=1)

@@ -21,8 +21,8 @@ from typing import Protocol
 
 from django.conf import settings
 
-from batch.fetch.errors import FetchError
-from batch.fetch.outcomes import Outcome
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome
 
 MAX_ENCODINGS = 2
 # zlib window bits per content coding; "deflate" is meant to be zlib-wrapped, but many

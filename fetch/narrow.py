@@ -17,7 +17,7 @@ import bm25s
 import re2
 import Stemmer
 
-from batch.fetch.targets import TargetOptions
+from fetch.targets import TargetOptions
 
 CONTEXT_LINES = 2
 # A paragraph longer than this is cut into passages of at most this many words.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from batch.fetch.errors import FetchError
-from batch.fetch.outcomes import Outcome
-from batch.fetch.sandbox import get_sandbox
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome
+from fetch.sandbox import get_sandbox
 
 # CPU seconds jq may take: enough to parse a 20 MiB document, short enough that a runaway
 # program (``def f: f; f``) is cut off within a few seconds.

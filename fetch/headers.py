@@ -14,8 +14,8 @@ import re
 from datetime import UTC, datetime
 from urllib.parse import quote, urljoin
 
-from batch.fetch import charsets
-from batch.fetch.limits import MAX_LOCATION_CHARS
+from fetch import charsets
+from fetch.limits import MAX_LOCATION_CHARS
 
 # RFC 9110's optional whitespace, and the wider set WHATWG strips around a media type.
 _OWS = " \t"

@@ -23,11 +23,11 @@ from django.db import connections, router, transaction
 from django.db.models import Field
 from django.utils import timezone
 
-from batch.fetch.errors import FetchError
-from batch.fetch.limits import GATE_WAIT_SECONDS
-from batch.fetch.models import FetchSlot
-from batch.fetch.outcomes import Outcome, RetryAfter
 from capacity.slots import SlotTable
+from fetch.errors import FetchError
+from fetch.limits import GATE_WAIT_SECONDS
+from fetch.models import FetchSlot
+from fetch.outcomes import Outcome, RetryAfter
 
 POLL_SECONDS = 0.05
 LEASE_MARGIN_SECONDS = 5.0

@@ -26,11 +26,11 @@ from typing import IO, Any
 
 from django.conf import settings
 
-from batch.fetch import client, gate
-from batch.fetch.errors import FetchError
-from batch.fetch.models import RenderSlot
-from batch.fetch.outcomes import Outcome, RetryAfter
 from capacity.slots import SlotTable
+from fetch import client, gate
+from fetch.errors import FetchError
+from fetch.models import RenderSlot
+from fetch.outcomes import Outcome, RetryAfter
 
 CHILD = Path(__file__).with_name("render_child.py")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})

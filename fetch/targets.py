@@ -15,8 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import re2
 
-from batch.fetch.limits import MAX_URL_CHARS
-from batch.fetch.sandbox_child import compile_jq
+from fetch.limits import MAX_URL_CHARS
+from fetch.sandbox_child import compile_jq
 
 MAX_PATTERN_CHARS = 1000
 MAX_JQ_CHARS = 4000
