@@ -39,6 +39,7 @@ from fetch.outcomes import Outcome
 log = logging.getLogger(__name__)
 
 ARGUMENTS_HINT = "Check the arguments against this tool's input schema (tools/list)."
+QUOTED_CHARS = 60
 
 
 @dataclass(frozen=True)
@@ -178,13 +179,22 @@ def check_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     if errors:
         first = min(errors, key=lambda e: list(map(str, e.absolute_path)))
         field = ".".join(map(str, first.absolute_path)) or "arguments"
+        message = _message(first)
         raise Refused(
             Refusal.INVALID_REQUEST,
-            f"{field}: {first.message}",
+            f"{field}: {message}",
             ARGUMENTS_HINT,
-            details=[{"field": field, "message": first.message}],
+            details=[{"field": field, "message": message}],
         )
     return given
+
+
+def _message(error: ValidationError) -> str:
+    """jsonschema's message, quoting at most the start of a long string (a 4000-character jq)."""
+    instance = error.instance
+    if isinstance(instance, str) and len(instance) > QUOTED_CHARS:
+        return error.message.replace(repr(instance), repr(instance[:QUOTED_CHARS]) + "...")
+    return error.message
 
 
 def _about_the_targets(error: ValidationError) -> bool:
