@@ -59,7 +59,7 @@ class Target:
     def from_stored(cls, url: str, options: dict[str, Any]) -> Target:
         """A target that was validated when it was submitted, rebuilt without compiling again."""
         known = {k: v for k, v in options.items() if k in TargetOptions.model_fields}
-        return cls(url, TargetOptions(**known))
+        return cls(url, TargetOptions.model_construct(**known))
 
 
 def printable(name: str) -> str:
@@ -185,7 +185,7 @@ def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOption
             _check_option(name, given[name], schema)
     if "pages" in given:
         parse_pages(given["pages"])
-    options = TargetOptions(**given)
+    options = TargetOptions.model_construct(**given)  # every value was checked above
     if compile_programs:
         compile_checks(options)
     return options
