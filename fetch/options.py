@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import re
 from functools import cache
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,7 +23,6 @@ MAX_JQ_CHARS = 4000
 MAX_QUESTION_CHARS = 2000
 MAX_PAGES_CHARS = 200
 Mode = Literal["markdown", "text", "raw"]
-MODES: tuple[str, ...] = get_args(Mode)
 # A necessary condition only: the page ranges themselves are read by parse_pages.
 PAGES_PATTERN = r"^[0-9,\-\s]+$"
 _PAGES = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$", re.ASCII)
