@@ -52,6 +52,7 @@ from bench import cpu, data, harness, submit
 from bench.harness import LOOPBACK
 from bench.postgres import BenchDatabase
 from fetch.extract import extract
+from fetch.options import Mode
 from fetch.targets import TargetOptions
 
 _TOKEN = re.compile(r"\w+")
@@ -95,7 +96,7 @@ def score(outputs: list[str], pages: list[Page]) -> float:
     return sum(token_f1(out, page.truth) for out, page in zip(outputs, pages, strict=True)) / len(pages)
 
 
-def sift(mode: str) -> Callable[[bytes, str], str]:
+def sift(mode: Mode) -> Callable[[bytes, str], str]:
     options = TargetOptions(mode=mode)
 
     def run(body: bytes, url: str) -> str:

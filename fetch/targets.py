@@ -9,19 +9,34 @@ pipeline is well formed, so that bad input is refused before anything is stored.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import re2
 
 from fetch.limits import MAX_URL_CHARS
+from fetch.options import MAX_JQ_CHARS, InvalidTarget, PageRange, TargetOptions, known_options, parse_pages
 from fetch.sandbox_child import compile_jq
 
-MAX_PATTERN_CHARS = 1000
-MAX_JQ_CHARS = 4000
-MAX_QUESTION_CHARS = 2000
-MAX_PAGES_CHARS = 200
+# The option types come from fetch.options; callers take them from here too, with the target.
+__all__ = [
+    "MAX_JQ_CHARS",
+    "MAX_PROGRAMS_PER_SUBMISSION",
+    "MAX_PROGRAM_CHARS_PER_SUBMISSION",
+    "InvalidTarget",
+    "PageRange",
+    "Target",
+    "TargetOptions",
+    "compile_checks",
+    "normalise_url",
+    "parse_options",
+    "parse_target",
+    "parse_targets",
+    "printable",
+    "re2_options",
+]
+
 # jq compiles in time quadratic in the program (about 0.25 s for the worst 4000 characters found)
 # and RE2 in time that grows with its compile memory (about 0.12 s within 1 MiB), so a submission
 # may carry only so many distinct grep and jq programs, and so many characters of them in all.
@@ -29,58 +44,7 @@ MAX_PROGRAM_CHARS_PER_SUBMISSION = 16_000
 MAX_PROGRAMS_PER_SUBMISSION = 8
 # RE2's compile memory; a pattern that needs more is refused rather than built.
 RE2_MAX_MEM = 1 << 20
-MODES = ("markdown", "text", "raw")
-_PAGES = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$", re.ASCII)
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
-
-
-class InvalidTarget(ValueError):
-    """A target that cannot be accepted; ``field`` names the offending part."""
-
-    def __init__(self, field: str, message: str, hint: str, index: int | None = None) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-        self.hint = hint
-        self.index = index
-
-    def at(self, index: int) -> InvalidTarget:
-        return InvalidTarget(f"targets[{index}].{self.field}", self.message, self.hint, index)
-
-
-PageRange = tuple[int, int | None]
-
-
-@dataclass(frozen=True)
-class TargetOptions:
-    mode: str = "markdown"
-    question: str | None = None
-    pages: str | None = None
-    grep: str | None = None
-    jq: str | None = None
-    context: bool | None = None
-    recover: bool = False
-    render: bool = False
-    robots: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """The options that differ from their defaults, which is the canonical form."""
-        return {k: v for k, v in asdict(self).items() if v != _DEFAULT_OPTIONS[k]}
-
-    @property
-    def page_ranges(self) -> tuple[PageRange, ...] | None:
-        return parse_pages(self.pages) if self.pages is not None else None
-
-    @property
-    def wants_context(self) -> bool:
-        return self.context if self.context is not None else self.question is not None
-
-    @property
-    def narrowed(self) -> bool:
-        return any(v is not None for v in (self.pages, self.grep, self.jq, self.question))
-
-
-_DEFAULT_OPTIONS = asdict(TargetOptions())
 
 
 @dataclass(frozen=True)
@@ -94,31 +58,8 @@ class Target:
     @classmethod
     def from_stored(cls, url: str, options: dict[str, Any]) -> Target:
         """A target that was validated when it was submitted, rebuilt without compiling again."""
-        known = {k: v for k, v in options.items() if k in TargetOptions.__dataclass_fields__}
-        return cls(url, TargetOptions(**known))
-
-
-def parse_pages(spec: str) -> tuple[PageRange, ...]:
-    """``"1-3,7,10-"`` → ``((1, 3), (7, 7), (10, None))``; 1-based, ends inclusive."""
-    ranges: list[PageRange] = []
-    for part in spec.split(","):
-        match = _PAGES.match(part)
-        if not match:
-            raise InvalidTarget(
-                "options.pages",
-                f"cannot read page range {part.strip()!r}",
-                'Write pages like "1-3,7,10-": numbers from 1, ranges with a dash.',
-            )
-        start = int(match[1])
-        end = None if match[2] and match[3] is None else int(match[3] or match[1])
-        if start < 1 or (end is not None and end < start):
-            raise InvalidTarget(
-                "options.pages",
-                f"page range {part.strip()!r} is empty or starts before page 1",
-                "Pages are numbered from 1 and a range must not run backwards.",
-            )
-        ranges.append((start, end))
-    return tuple(ranges)
+        known = {k: v for k, v in options.items() if k in TargetOptions.model_fields}
+        return cls(url, TargetOptions.model_construct(**known))
 
 
 def printable(name: str) -> str:
@@ -138,30 +79,40 @@ def _check_unicode(value: str, field: str) -> None:
         ) from None
 
 
-def _optional_str(options: dict[str, Any], name: str, limit: int) -> str | None:
-    value = options.get(name)
-    if value is None:
-        return None
+def _check_text(name: str, value: object, limit: int) -> None:
+    field = f"options.{name}"
     if not isinstance(value, str) or not value.strip():
         raise InvalidTarget(
-            f"options.{name}",
-            f"{name} must be a non-empty string",
-            f"Send {name} as a string, or leave it out.",
+            field, f"{name} must be a non-empty string", f"Send {name} as a string, or leave it out."
         )
     if len(value) > limit:
         raise InvalidTarget(
-            f"options.{name}",
+            field,
             f"{name} is longer than {limit} characters",
             f"Shorten {name} to at most {limit} characters.",
         )
-    _check_unicode(value, f"options.{name}")
+    _check_unicode(value, field)
     if "\x00" in value:
-        raise InvalidTarget(
-            f"options.{name}",
-            f"{name} holds a NUL character",
-            f"Remove the NUL character from {name}.",
-        )
-    return value
+        raise InvalidTarget(field, f"{name} holds a NUL character", f"Remove the NUL character from {name}.")
+
+
+def _check_option(name: str, value: object, schema: dict[str, Any]) -> None:
+    """One option against its JSON Schema (``fetch.options``), refused in words naming it."""
+    if "enum" in schema:
+        if not isinstance(value, str) or value not in schema["enum"]:
+            shown = printable(value) if isinstance(value, str) else type(value).__name__
+            raise InvalidTarget(
+                f"options.{name}",
+                f"unknown {name} {shown!r}",
+                "Use one of: " + ", ".join(schema["enum"]) + ".",
+            )
+    elif schema["type"] == "boolean":
+        if not isinstance(value, bool):
+            raise InvalidTarget(
+                f"options.{name}", f"{name} must be true or false", f"Send {name} as a JSON boolean."
+            )
+    else:
+        _check_text(name, value, schema["maxLength"])
 
 
 def re2_options() -> re2.Options:
@@ -212,41 +163,29 @@ def compile_checks(options: TargetOptions) -> None:
 
 
 def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOptions:
+    """Raw options checked against their schema; null means left out. Page ranges are read, and
+    grep and jq compiled unless ``compile_programs`` is false (the caller compiles them later)."""
     if raw is None:
         return TargetOptions()
     if not isinstance(raw, dict):
         raise InvalidTarget(
             "options", "options must be an object", 'Send options as an object, e.g. {"mode": "text"}.'
         )
-    unknown = sorted(printable(name) for name in set(raw) - set(TargetOptions.__dataclass_fields__))
+    known = known_options()
+    unknown = sorted(printable(name) for name in set(raw) - set(known))
     if unknown:
         raise InvalidTarget(
             f"options.{unknown[0]}",
             f"unknown option {unknown[0]!r}",
-            "Known options: " + ", ".join(TargetOptions.__dataclass_fields__) + ".",
+            "Known options: " + ", ".join(known) + ".",
         )
-    mode = raw.get("mode", "markdown")
-    if not isinstance(mode, str) or mode not in MODES:
-        shown = printable(mode) if isinstance(mode, str) else type(mode).__name__
-        raise InvalidTarget("options.mode", f"unknown mode {shown!r}", "Use one of: markdown, text, raw.")
-    for name in ("context", "recover", "render", "robots"):
-        if raw.get(name) is not None and not isinstance(raw[name], bool):
-            raise InvalidTarget(
-                f"options.{name}", f"{name} must be true or false", f"Send {name} as a JSON boolean."
-            )
-    options = TargetOptions(
-        mode=mode,
-        question=_optional_str(raw, "question", MAX_QUESTION_CHARS),
-        pages=_optional_str(raw, "pages", MAX_PAGES_CHARS),
-        grep=_optional_str(raw, "grep", MAX_PATTERN_CHARS),
-        jq=_optional_str(raw, "jq", MAX_JQ_CHARS),
-        context=raw.get("context"),
-        recover=bool(raw.get("recover", False)),
-        render=bool(raw.get("render", False)),
-        robots=bool(raw.get("robots", False)),
-    )
-    if options.pages is not None:
-        parse_pages(options.pages)
+    given = {name: value for name, value in raw.items() if value is not None}
+    for name, schema in known.items():
+        if name in given:
+            _check_option(name, given[name], schema)
+    if "pages" in given:
+        parse_pages(given["pages"])
+    options = TargetOptions.model_construct(**given)  # every value was checked above
     if compile_programs:
         compile_checks(options)
     return options

@@ -18,7 +18,7 @@ from werkzeug import Request, Response
 
 from batch import runner
 from batch.api.validation import validate_targets
-from batch.mcp.tools import OPTION_PROPERTIES
+from batch.mcp.tools import TOOLS
 from batch.models import BatchJob
 from fetch import render
 from fetch.targets import TargetOptions, parse_target
@@ -317,7 +317,7 @@ def test_render_is_in_the_openapi_schema_and_the_mcp_fetch_tool(client) -> None:
     document = client.get("/v1/openapi.json").json()
     assert "render" in json.dumps(document["components"]["schemas"])
     assert any(p["name"] == "render" for p in document["paths"]["/v1/fetch"]["get"]["parameters"])
-    assert OPTION_PROPERTIES["render"]["type"] == "boolean"
+    assert TOOLS["fetch"].input_schema["properties"]["render"]["type"] == "boolean"
 
 
 def test_without_chromium_a_render_answers_415_unsupported_and_a_plain_fetch_still_works(

@@ -1,10 +1,11 @@
-"""What the OpenAPI schema says beyond what django-ninja declares: error descriptions, response
-headers and the links from a submitted job to the operations on it."""
+"""What the OpenAPI schema says beyond what django-ninja declares: error descriptions (with the
+limits the settings set), response headers and the links from a submitted job to the operations on it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from ninja import NinjaAPI
 from ninja.operation import Operation
 
@@ -47,7 +48,10 @@ _TEXT_HEADER = {"schema": {"type": "string"}}
 
 
 def finish_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Error descriptions, response headers and links, which django-ninja cannot declare."""
+    """Error descriptions, response headers and links, which django-ninja cannot declare.
+
+    Made for each request of the document, so the limits it names are the settings' of now.
+    """
     for path_item in schema.get("paths", {}).values():
         for operation in path_item.values():
             for status, response in operation.get("responses", {}).items():
@@ -62,6 +66,15 @@ def finish_schema(schema: dict[str, Any]) -> dict[str, Any]:
     submit[202]["description"] = "A new job, queued"
     submit[202]["headers"] = {"Location": {**_TEXT_HEADER, "required": True, "description": "The job's URL."}}
     submit[200]["description"] = "Your live twin of this job, reused"
+    submit[400]["description"] = (
+        "invalid_request (details name the target's index and field), no_targets, or too_many_targets "
+        f"(a job holds at most {settings.SIFT_BATCH_TARGETS_PER_JOB})"
+    )
+    jobs = settings.SIFT_BATCH_JOBS_PER_CALLER
+    submit[429]["description"] = (
+        f"caller_busy: you already hold {jobs} live job{'s' if jobs != 1 else ''}, as many as a caller "
+        "may; try again after Retry-After seconds, or cancel one"
+    )
     for status in (200, 202):
         submit[status]["links"] = SUBMIT_LINKS
     return schema

@@ -1,99 +1,60 @@
 """Request and response shapes of the JSON API (docs/api.md), also the OpenAPI schema.
 
 Request bodies are checked at run time by ``fetch.targets`` alone, which names the offending
-target and field. The JSON Schema written here says the same thing for clients and fuzzers:
-everything it refuses, validation refuses too; what it cannot say (a grep or jq program that
-does not compile, page ranges that run backwards, a port out of range) validation adds.
+target and field. The JSON Schema of a target comes from ``fetch.options``, the one definition
+of what a target may ask, and says the same thing for clients and fuzzers: everything it
+refuses, validation refuses too; what it cannot say (a grep or jq program that does not compile,
+page ranges that run backwards, a port out of range) validation adds. Schemas that carry a
+setting are built when the OpenAPI document (or an MCP tool list) is, so they follow it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
 from django.conf import settings
 from ninja import Field, Schema
-from pydantic import ConfigDict, WithJsonSchema
+from pydantic import ConfigDict, GetJsonSchemaHandler, WithJsonSchema, create_model
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from batch.models import BatchTarget
 from batch.summaries import job_summary  # noqa: F401 - where the API and MCP take it from
-from fetch.targets import (
-    MAX_JQ_CHARS,
-    MAX_PAGES_CHARS,
-    MAX_PATTERN_CHARS,
-    MAX_QUESTION_CHARS,
-    MAX_URL_CHARS,
-    MODES,
-)
-
-TARGETS_DESCRIPTION = (
-    'Each target is a URL string, or {"url": "...", "options": {...}} with options '
-    "mode (markdown|text|raw), question, pages, grep, jq, context, recover, render, robots (see docs/api.md)."
-)
-
-# A necessary condition only: http or https, then a host, and no spaces or control characters.
-URL_SCHEMA: dict[str, Any] = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": MAX_URL_CHARS,
-    "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f]+$",
-    "description": "An absolute http:// or https:// URL without user name or password.",
-    "examples": ["https://example.org/article"],
-}
+from fetch.limits import MAX_URL_CHARS
+from fetch.options import option_schemas, options_schema, target_schema, url_schema
 
 
-def _text(max_length: int, description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "maxLength": max_length, "description": description, **extra}
+@dataclass(frozen=True)
+class SchemaFrom:
+    """A field's JSON Schema, built by ``build`` each time a schema is generated, not at import."""
+
+    build: Callable[[], dict[str, Any]]
+
+    def __get_pydantic_json_schema__(
+        self, core: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return self.build()
 
 
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-OPTION_SCHEMAS: dict[str, dict[str, Any]] = {
-    "mode": {
-        "type": "string",
-        "enum": list(MODES),
-        "default": "markdown",
-        "description": "markdown: main content as Markdown; text: plain text; raw: the body as served.",
-    },
-    "question": _text(MAX_QUESTION_CHARS, "Keep only the passages that answer it."),
-    "pages": _text(
-        MAX_PAGES_CHARS, 'PDF pages to return, 1-based, e.g. "1-3,7,10-".', pattern=r"^[0-9,\-\s]+$"
-    ),
-    "grep": _text(MAX_PATTERN_CHARS, "Keep only the lines this RE2 pattern matches."),
-    "jq": _text(MAX_JQ_CHARS, "A jq program applied to a JSON document."),
-    "context": {"type": "boolean", "description": "Include neighbouring lines or passages."},
-    "recover": {"type": "boolean", "description": "When the upstream fails, serve the last cached copy."},
-    "render": {
-        "type": "boolean",
-        "description": "Run the page's scripts in a headless browser and read the rendered page.",
-    },
-    "robots": {"type": "boolean", "description": "Obey the site's robots.txt (product token sift)."},
-}
-OPTIONS_SCHEMA: dict[str, Any] = _nullable(
-    {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            name: schema if name == "mode" else _nullable(schema) for name, schema in OPTION_SCHEMAS.items()
-        },
+def targets_schema() -> dict[str, Any]:
+    """A submission's targets: 1 to ``SIFT_BATCH_TARGETS_PER_JOB`` of them, as the settings say now."""
+    limit = settings.SIFT_BATCH_TARGETS_PER_JOB
+    return {
+        "type": "array",
+        "minItems": 1,
+        "maxItems": limit,
+        "items": target_schema(),
+        "description": f"The URLs to read, 1 to {limit}. Each target is a URL string, or "
+        '{"url": "...", "options": {...}} with options '
+        + ", ".join(option_schemas())
+        + " (see docs/api.md).",
+        "examples": [
+            ["https://example.org/", {"url": "https://example.org/a.pdf", "options": {"pages": "1-2"}}]
+        ],
     }
-)
-TARGET_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["url"],
-    "properties": {"url": URL_SCHEMA, "options": OPTIONS_SCHEMA},
-}
-TARGETS_SCHEMA: dict[str, Any] = {
-    "type": "array",
-    "minItems": 1,
-    "maxItems": settings.SIFT_BATCH_TARGETS_PER_JOB,
-    "items": {"anyOf": [URL_SCHEMA, TARGET_SCHEMA]},
-    "description": TARGETS_DESCRIPTION,
-    "examples": [["https://example.org/", {"url": "https://example.org/a.pdf", "options": {"pages": "1-2"}}]],
-}
 
 
 class ErrorOut(Schema):
@@ -111,7 +72,7 @@ class SubmitIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     # Checked at run time by fetch.targets, which names the target and field it refuses.
-    targets: Annotated[list[Any], WithJsonSchema(TARGETS_SCHEMA)]
+    targets: Annotated[list[Any], SchemaFrom(targets_schema)]
     # Checked at run time by the fetch guard (batch/api/callbacks.py).
     callback_url: str | None = Field(
         None,
@@ -215,27 +176,27 @@ class TargetIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     # Checked at run time by fetch.targets, as in a batch.
-    url: Annotated[Any, WithJsonSchema(URL_SCHEMA)]
-    options: Annotated[Any, WithJsonSchema(OPTIONS_SCHEMA)] = None
+    url: Annotated[Any, WithJsonSchema(url_schema())]
+    options: Annotated[Any, WithJsonSchema(options_schema())] = None
 
 
-def _query(name: str) -> Any:
-    return WithJsonSchema(OPTION_SCHEMAS[name])
+def _query_parameter(schema: dict[str, Any]) -> Any:
+    """An option as a query parameter: read as a string or a boolean, checked by fetch.targets."""
+    kind = bool if schema["type"] == "boolean" else str
+    return (Annotated[kind | None, WithJsonSchema(schema)], None)
 
 
-class FetchQuery(Schema):
+# The options are the query's fields, one per option of fetch.options, after the URL.
+_FetchQueryFields: type[Schema] = create_model(
+    "FetchQuery",
+    __base__=Schema,
+    url=(Annotated[str, WithJsonSchema(url_schema())], ...),
+    **{name: _query_parameter(schema) for name, schema in option_schemas().items()},
+)
+
+
+class FetchQuery(_FetchQueryFields):  # type: ignore[misc,valid-type]
     """``GET /v1/fetch``: the target's URL and options as query parameters."""
-
-    url: Annotated[str, WithJsonSchema(URL_SCHEMA)]
-    mode: Annotated[str | None, _query("mode")] = None
-    question: Annotated[str | None, _query("question")] = None
-    pages: Annotated[str | None, _query("pages")] = None
-    grep: Annotated[str | None, _query("grep")] = None
-    jq: Annotated[str | None, _query("jq")] = None
-    context: Annotated[bool | None, _query("context")] = None
-    recover: Annotated[bool | None, _query("recover")] = None
-    render: Annotated[bool | None, _query("render")] = None
-    robots: Annotated[bool | None, _query("robots")] = None
 
 
 class FetchEnvelope(Schema):

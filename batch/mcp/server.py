@@ -53,8 +53,8 @@ async def in_thread(function: Any, *args: Any) -> Any:
     return await anyio.to_thread.run_sync(function, *args, limiter=_limiter())
 
 
-@cache
 def _listed() -> list[types.Tool]:
+    # Made for each list, so that descriptions and input schemas follow the settings.
     return [tool.as_mcp() for tool in tools.TOOLS.values()]
 
 

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import mcp_types as types
@@ -22,90 +23,59 @@ from ninja import Schema
 
 from batch import metrics, runner
 from batch.api.auth import ensure_batch_enabled
-from batch.api.batches import JOB_ID_PATTERN, MAX_DB_INT, read_job
+from batch.api.batches import read_job
 from batch.api.callbacks import validate_callback_url
 from batch.api.errors import fetch_error_body, refusal_body
 from batch.api.fetches import fetch_for
-from batch.api.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
 from batch.api.idempotency import validate_idempotency_key
 from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut, job_summary
 from batch.api.validation import validate_targets
 from batch.errors import Refusal, Refused
+from batch.mcp import inputs
 from batch.models import ApiKey
 from fetch.errors import FetchError
-from fetch.limits import MAX_URL_CHARS
 from fetch.outcomes import Outcome
-from fetch.targets import MODES
 
 log = logging.getLogger(__name__)
 
-OPTION_PROPERTIES: dict[str, Any] = {
-    "mode": {
-        "type": "string",
-        "enum": list(MODES),
-        "description": "markdown (default): the main content as Markdown; text: the main content as "
-        "plain text; raw: the decoded body exactly as served.",
-    },
-    "question": {
-        "type": "string",
-        "description": "Keep only the passages that answer this question, best first.",
-    },
-    "pages": {"type": "string", "description": 'PDF pages to return, 1-based, e.g. "1-3,7,10-".'},
-    "grep": {
-        "type": "string",
-        "description": "Keep only the lines that match this regular expression (RE2 syntax).",
-    },
-    "jq": {
-        "type": "string",
-        "description": "A jq program applied to a JSON document, e.g. '.items[] | .name'.",
-    },
-    "context": {
-        "type": "boolean",
-        "description": "With grep or question: include the neighbouring lines or passages. "
-        "Default: on when there is a question.",
-    },
-    "recover": {
-        "type": "boolean",
-        "description": "When the site fails, answer the last cached copy, marked stale.",
-    },
-    "render": {
-        "type": "boolean",
-        "description": "Run the page's scripts in a headless browser and read the rendered page "
-        "(for pages built by JavaScript; slower).",
-    },
-    "robots": {
-        "type": "boolean",
-        "description": "Obey the site's robots.txt for the product token sift: a disallowed URL is "
-        "refused blocked.",
-    },
-}
-URL_PROPERTY = {"type": "string", "description": "An absolute http:// or https:// URL."}
-JOB_ID_PROPERTY = {
-    "type": "string",
-    "pattern": JOB_ID_PATTERN,
-    "description": "The job id batch_submit answered: 32 lower-case hex digits.",
-}
 ARGUMENTS_HINT = "Check the arguments against this tool's input schema (tools/list)."
+QUOTED_CHARS = 60
 
 
 @dataclass(frozen=True)
 class Tool:
+    """A tool; its description and input schema are built when asked, so they follow the settings."""
+
     name: str
-    description: str
-    input_schema: dict[str, Any]
+    describe: Callable[[], str]
+    arguments: Callable[[], dict[str, Any]]
     output: type[Schema]
     run: Callable[[ApiKey, dict[str, Any]], dict[str, Any]]
     annotations: types.ToolAnnotations
     needs_batch: bool = True
+
+    @property
+    def description(self) -> str:
+        return self.describe()
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return self.arguments()
 
     def as_mcp(self) -> types.Tool:
         return types.Tool(
             name=self.name,
             description=self.description,
             input_schema=self.input_schema,
-            output_schema=self.output.model_json_schema(mode="serialization"),
+            output_schema=_output_schema(self.output),
             annotations=self.annotations,
         )
+
+
+@cache
+def _output_schema(output: type[Schema]) -> dict[str, Any]:
+    # A response schema follows no setting, so it is made once; the input schema is made each time.
+    return output.model_json_schema(mode="serialization")
 
 
 def _shaped(schema: type[Schema], body: dict[str, Any]) -> dict[str, Any]:
@@ -145,37 +115,13 @@ def batch_list(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     return _shaped(JobPage, {"items": items, "count": count, "limit": limit, "offset": offset})
 
 
-def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(required),
-        "additionalProperties": False,
-    }
-
-
-TARGET_SCHEMA = {
-    "anyOf": [
-        {**URL_PROPERTY, "description": "A URL, read with the default options."},
-        _object({"url": URL_PROPERTY, "options": _object(OPTION_PROPERTIES)}, ("url",)),
-    ]
-}
-
 TOOLS = {
     tool.name: tool
     for tool in (
         Tool(
             name="fetch",
-            description=(
-                "Read one web page, PDF or JSON document now and get it back ready to read: the main "
-                "text of an HTML page as Markdown (boilerplate removed), chosen PDF pages, a jq view of "
-                "JSON, only the lines matching grep, or only the passages answering a question. The "
-                "first text block is the metadata (final URL, title, upstream status, whether it came "
-                "from the cache or is stale); the second is the content. A refusal (blocked address, "
-                "site error, timeout, too long) is an error result with a code and a hint saying what "
-                "to do next. For many URLs at once use batch_submit."
-            ),
-            input_schema=_object({"url": URL_PROPERTY, **OPTION_PROPERTIES}, ("url",)),
+            describe=inputs.fetch_description,
+            arguments=inputs.fetch_arguments,
             output=FetchEnvelope,
             run=fetch,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=True),
@@ -183,44 +129,8 @@ TOOLS = {
         ),
         Tool(
             name="batch_submit",
-            description=(
-                "Queue up to 32 URLs to be read in the background, when you need many documents. "
-                "Each target is a URL string, or {url, options} with the options of fetch. Answers the "
-                "job (its id and status) at once; then call batch_get with the id and wait to collect "
-                "the results. Submitting the same targets again while that job lives answers the same "
-                "job (reused: true). You may hold only one live job at a time: if refused with "
-                "caller_busy, wait for your job with batch_get or cancel it with batch_cancel."
-            ),
-            input_schema=_object(
-                {
-                    "targets": {
-                        "type": "array",
-                        "items": TARGET_SCHEMA,
-                        "description": "The URLs to read, at most 32.",
-                    },
-                    "idempotency_key": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_KEY_LENGTH,
-                        "description": (
-                            "Optional: a value you choose once for this request (e.g. a UUID), to retry it "
-                            "safely: sent again with the same targets it answers the same job, whatever its "
-                            "status; with other targets it is refused idempotency_key_reused."
-                        ),
-                    },
-                    "callback_url": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_URL_CHARS,
-                        "description": (
-                            "Optional: when the job finishes, its summary is POSTed to this URL, signed "
-                            "with your key's webhook secret (Standard Webhooks). It must pass the same "
-                            "checks as a fetch."
-                        ),
-                    },
-                },
-                ("targets",),
-            ),
+            describe=inputs.submit_description,
+            arguments=inputs.submit_arguments,
             output=SubmitOut,
             run=batch_submit,
             annotations=types.ToolAnnotations(
@@ -229,41 +139,16 @@ TOOLS = {
         ),
         Tool(
             name="batch_get",
-            description=(
-                "A batch job with each target's status and result (the content and the same metadata "
-                "as fetch) or error, outcome and hint. wait holds the call until the job has finished "
-                "or that many seconds have passed; content: false leaves the documents' text out, to "
-                "check progress cheaply."
-            ),
-            input_schema=_object(
-                {
-                    "id": JOB_ID_PROPERTY,
-                    "wait": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "maximum": 60,
-                        "default": 0,
-                        "description": "Seconds to wait for the job to finish, 0 to 60.",
-                    },
-                    "content": {
-                        "type": "boolean",
-                        "default": True,
-                        "description": "false: leave each result's content out, keep its metadata.",
-                    },
-                },
-                ("id",),
-            ),
+            describe=inputs.get_description,
+            arguments=inputs.get_arguments,
             output=JobOut,
             run=batch_get,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         ),
         Tool(
             name="batch_cancel",
-            description=(
-                "Cancel one of your live batch jobs: targets not started yet never start, results "
-                "already stored stay readable. A job that has already finished answers already_finished."
-            ),
-            input_schema=_object({"id": JOB_ID_PROPERTY}, ("id",)),
+            describe=inputs.cancel_description,
+            arguments=inputs.cancel_arguments,
             output=JobSummary,
             run=batch_cancel,
             annotations=types.ToolAnnotations(
@@ -272,44 +157,51 @@ TOOLS = {
         ),
         Tool(
             name="batch_list",
-            description="Your batch jobs, newest first, without their results (use batch_get for those).",
-            input_schema=_object(
-                {
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-                    "offset": {"type": "integer", "minimum": 0, "maximum": MAX_DB_INT, "default": 0},
-                }
-            ),
+            describe=inputs.list_description,
+            arguments=inputs.list_arguments,
             output=JobPage,
             run=batch_list,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         ),
     )
 }
-_VALIDATORS = {name: Draft202012Validator(tool.input_schema) for name, tool in TOOLS.items()}
 
 
 def check_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     """The arguments without nulls (a model may send null for "not given"), or ``invalid_request``.
 
-    A bad batch target is left to ``batch.api.validation``, which names its index and field as
-    the REST API does.
+    The targets of a batch are left to ``batch.api.validation``, which refuses them as the REST
+    API does: no_targets, too_many_targets, or invalid_request naming the target's index and field.
     """
     given = {name: value for name, value in arguments.items() if value is not None}
-    errors = [e for e in _VALIDATORS[tool.name].iter_errors(given) if not _inside_a_target(e)]
+    validator = Draft202012Validator(tool.input_schema)
+    errors = [e for e in validator.iter_errors(given) if not _about_the_targets(e)]
     if errors:
         first = min(errors, key=lambda e: list(map(str, e.absolute_path)))
         field = ".".join(map(str, first.absolute_path)) or "arguments"
+        message = _message(first)
         raise Refused(
             Refusal.INVALID_REQUEST,
-            f"{field}: {first.message}",
+            f"{field}: {message}",
             ARGUMENTS_HINT,
-            details=[{"field": field, "message": first.message}],
+            details=[{"field": field, "message": message}],
         )
     return given
 
 
-def _inside_a_target(error: ValidationError) -> bool:
-    return len(error.absolute_path) >= 2 and error.absolute_path[0] == "targets"
+def _message(error: ValidationError) -> str:
+    """jsonschema's message, quoting at most the start of a long string (a 4000-character jq)."""
+    instance = error.instance
+    if isinstance(instance, str) and len(instance) > QUOTED_CHARS:
+        return error.message.replace(repr(instance), repr(instance[:QUOTED_CHARS]) + "...")
+    return error.message
+
+
+def _about_the_targets(error: ValidationError) -> bool:
+    path = error.absolute_path
+    if not path or path[0] != "targets":
+        return False
+    return len(path) >= 2 or error.validator in ("minItems", "maxItems")
 
 
 @dataclass(frozen=True)

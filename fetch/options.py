@@ -1,0 +1,192 @@
+"""What a target may ask beyond its URL: the one definition of every option (docs/api.md).
+
+``TargetOptions`` gives each option its type, default, limits and description. The options a
+target carries through the pipeline are an instance of it; ``fetch.targets`` validates raw
+options against the JSON Schema written here, then adds what a schema cannot say (compiling grep
+and jq, page ranges that run backwards); the OpenAPI document and the MCP tools' input schemas
+are built from ``option_schemas()`` and ``url_schema()``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fetch.limits import MAX_URL_CHARS
+
+MAX_PATTERN_CHARS = 1000
+MAX_JQ_CHARS = 4000
+MAX_QUESTION_CHARS = 2000
+MAX_PAGES_CHARS = 200
+Mode = Literal["markdown", "text", "raw"]
+# A necessary condition only: the page ranges themselves are read by parse_pages.
+PAGES_PATTERN = r"^[0-9,\-\s]+$"
+_PAGES = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$", re.ASCII)
+
+PageRange = tuple[int, int | None]
+
+
+class InvalidTarget(ValueError):
+    """A target that cannot be accepted; ``field`` names the offending part."""
+
+    def __init__(self, field: str, message: str, hint: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.hint = hint
+        self.index = index
+
+    def at(self, index: int) -> InvalidTarget:
+        return InvalidTarget(f"targets[{index}].{self.field}", self.message, self.hint, index)
+
+
+class TargetOptions(BaseModel):
+    """A target's options; an option left out, or sent as null, takes its default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Mode = Field(
+        default="markdown",
+        description="markdown (default): the main content as Markdown; text: the main content as "
+        "plain text; raw: the decoded body exactly as served.",
+    )
+    question: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_QUESTION_CHARS,
+        description="Keep only the passages that answer this question, best first.",
+    )
+    pages: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PAGES_CHARS,
+        pattern=PAGES_PATTERN,
+        description='PDF pages to return, 1-based, e.g. "1-3,7,10-".',
+    )
+    grep: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_PATTERN_CHARS,
+        description="Keep only the lines that match this regular expression (RE2 syntax).",
+    )
+    jq: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_JQ_CHARS,
+        description="A jq program applied to a JSON document, e.g. '.items[] | .name'.",
+    )
+    context: bool | None = Field(
+        default=None,
+        description="With grep or question: include the neighbouring lines or passages. "
+        "Default: on when there is a question.",
+    )
+    recover: bool = Field(
+        default=False, description="When the site fails, answer the last cached copy, marked stale."
+    )
+    render: bool = Field(
+        default=False,
+        description="Run the page's scripts in a headless browser and read the rendered page "
+        "(for pages built by JavaScript; slower).",
+    )
+    robots: bool = Field(
+        default=False,
+        description="Obey the site's robots.txt for the product token sift: a disallowed URL is "
+        "refused blocked.",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options that differ from their defaults, which is the canonical form."""
+        return self.model_dump(exclude_defaults=True)
+
+    @property
+    def page_ranges(self) -> tuple[PageRange, ...] | None:
+        return parse_pages(self.pages) if self.pages is not None else None
+
+    @property
+    def wants_context(self) -> bool:
+        return self.context if self.context is not None else self.question is not None
+
+    @property
+    def narrowed(self) -> bool:
+        return any(v is not None for v in (self.pages, self.grep, self.jq, self.question))
+
+
+def option_schemas() -> dict[str, dict[str, Any]]:
+    """Each option's JSON Schema, by name, without the null that means "left out"."""
+    return copy.deepcopy(known_options())
+
+
+@cache
+def known_options() -> dict[str, dict[str, Any]]:
+    """``option_schemas()`` made once, for validation to read (never to change)."""
+    properties = TargetOptions.model_json_schema()["properties"]
+    return {name: _without_null(schema) for name, schema in properties.items()}
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    kept = {k: v for k, v in schema.items() if k not in ("title", "anyOf") and (k, v) != ("default", None)}
+    for branch in schema.get("anyOf", []):
+        if branch != {"type": "null"}:
+            kept.update(branch)
+    return kept
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def options_schema() -> dict[str, Any]:
+    """A target's ``options`` object as JSON Schema: null, or an object of known options, each nullable."""
+    properties = {name: nullable(schema) for name, schema in option_schemas().items()}
+    return nullable({"type": "object", "additionalProperties": False, "properties": properties})
+
+
+def url_schema() -> dict[str, Any]:
+    """A target's URL as JSON Schema: a necessary condition only (http or https, a host, no spaces
+    or control characters); ``fetch.targets.normalise_url`` says the rest."""
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_URL_CHARS,
+        "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f]+$",
+        "description": "An absolute http:// or https:// URL without user name or password.",
+        "examples": ["https://example.org/article"],
+    }
+
+
+def target_schema() -> dict[str, Any]:
+    """One target as JSON Schema: a URL string, or ``{"url": ..., "options": {...}}``."""
+    target = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["url"],
+        "properties": {"url": url_schema(), "options": options_schema()},
+    }
+    return {"anyOf": [url_schema(), target]}
+
+
+def parse_pages(spec: str) -> tuple[PageRange, ...]:
+    """``"1-3,7,10-"`` → ``((1, 3), (7, 7), (10, None))``; 1-based, ends inclusive."""
+    ranges: list[PageRange] = []
+    for part in spec.split(","):
+        match = _PAGES.match(part)
+        if not match:
+            raise InvalidTarget(
+                "options.pages",
+                f"cannot read page range {part.strip()!r}",
+                'Write pages like "1-3,7,10-": numbers from 1, ranges with a dash.',
+            )
+        start = int(match[1])
+        end = None if match[2] and match[3] is None else int(match[3] or match[1])
+        if start < 1 or (end is not None and end < start):
+            raise InvalidTarget(
+                "options.pages",
+                f"page range {part.strip()!r} is empty or starts before page 1",
+                "Pages are numbered from 1 and a range must not run backwards.",
+            )
+        ranges.append((start, end))
+    return tuple(ranges)

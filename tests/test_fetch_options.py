@@ -1,0 +1,76 @@
+"""``fetch.options``: the one definition of a target's options, and validation that holds to it."""
+
+from __future__ import annotations
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from fetch.options import TargetOptions, option_schemas
+from fetch.targets import InvalidTarget, parse_options
+
+TEXT_OPTIONS = [name for name, schema in option_schemas().items() if schema["type"] == "string"]
+BOOLEAN_OPTIONS = [name for name, schema in option_schemas().items() if schema["type"] == "boolean"]
+
+
+def _refusal(raw: object) -> InvalidTarget:
+    with pytest.raises(InvalidTarget) as refused:
+        parse_options(raw, compile_programs=False)
+    return refused.value
+
+
+def test_every_option_has_a_type_and_a_description_and_nothing_else_is_an_option() -> None:
+    schemas = option_schemas()
+    assert list(schemas) == list(TargetOptions.model_fields)
+    assert all(
+        schema["type"] in ("string", "boolean") and schema["description"] for schema in schemas.values()
+    )
+    assert schemas["mode"]["enum"] == ["markdown", "text", "raw"]
+    assert schemas["pages"]["pattern"] == r"^[0-9,\-\s]+$"
+    assert _refusal({"colour": "red"}).hint == "Known options: " + ", ".join(schemas) + "."
+
+
+@pytest.mark.parametrize("name", [n for n in TEXT_OPTIONS if n != "mode"])
+def test_a_text_option_is_taken_at_its_schemas_max_length_and_refused_one_character_over(name) -> None:
+    limit = option_schemas()[name]["maxLength"]
+    assert getattr(parse_options({name: "1" * limit}, compile_programs=False), name) == "1" * limit
+    refused = _refusal({name: "1" * (limit + 1)})
+    assert (refused.field, refused.message) == (
+        f"options.{name}",
+        f"{name} is longer than {limit} characters",
+    )
+    assert refused.hint == f"Shorten {name} to at most {limit} characters."
+
+
+@pytest.mark.parametrize("name", BOOLEAN_OPTIONS)
+def test_a_boolean_option_is_refused_as_anything_but_a_json_boolean(name) -> None:
+    refused = _refusal({name: "yes"})
+    assert (refused.field, refused.message) == (f"options.{name}", f"{name} must be true or false")
+
+
+def test_a_mode_outside_the_schemas_enum_is_refused_naming_the_enum() -> None:
+    refused = _refusal({"mode": "pdf"})
+    assert (refused.field, refused.message, refused.hint) == (
+        "options.mode",
+        "unknown mode 'pdf'",
+        "Use one of: markdown, text, raw.",
+    )
+    assert _refusal({"mode": 3}).message == "unknown mode 'int'"
+
+
+def test_null_leaves_every_option_at_its_default_mode_included() -> None:
+    every_null = dict.fromkeys(option_schemas())
+    assert parse_options(every_null) == TargetOptions()
+    assert parse_options(every_null).to_dict() == {}
+
+
+@pytest.mark.parametrize("pages", ["one", "1;2", "1-2,x", "\u00bd"])
+def test_pages_are_refused_by_validation_whenever_the_schemas_pattern_refuses_them(pages) -> None:
+    schema = {"type": "object", "properties": {"pages": option_schemas()["pages"]}}
+    assert list(Draft202012Validator(schema).iter_errors({"pages": pages}))
+    assert _refusal({"pages": pages}).field == "options.pages"
+
+
+def test_the_canonical_form_keeps_only_what_differs_from_the_defaults() -> None:
+    options = parse_options({"mode": "text", "recover": False, "context": None, "grep": "tide"})
+    assert options.to_dict() == {"mode": "text", "grep": "tide"}
+    assert TargetOptions(**options.to_dict()) == options
