@@ -97,6 +97,22 @@ def test_a_child_that_exhausts_its_memory_is_memory_limit_and_is_replaced() -> N
         pool.close()
 
 
+def test_a_payload_the_child_has_no_memory_to_read_is_memory_limit() -> None:
+    # A child holds about 60 MB of address space once its parsers are imported: 96 MiB leaves it
+    # no room for a 63 MiB request, and the MemoryError comes before any op runs.
+    pool = Sandbox(children=1, memory_bytes=96 << 20)
+    try:
+        before = ping(pool)
+        with pytest.raises(FetchError) as caught:
+            pool.run("ping", {}, b"x" * (63 << 20), cpu_seconds=5, wall_seconds=30, **LIMITS)
+
+        assert caught.value.outcome == "memory_limit"
+        assert caught.value.message == "the test program ran out of memory"
+        assert ping(pool) != before
+    finally:
+        pool.close()
+
+
 def test_without_a_memory_hint_of_its_own_memory_limit_carries_the_outcomes_hint() -> None:
     pool = Sandbox(children=1, memory_bytes=256 << 20)
     try:
