@@ -49,6 +49,10 @@ HTML_TIME_HINT = (
     'The page is too heavy to extract: fetch it with mode "raw" and narrow with grep, '
     "or look for a lighter version of it (a print view, a feed, an API)."
 )
+HTML_MEMORY_HINT = (
+    'The page is too large to extract in memory: fetch it with mode "raw" and narrow with grep, '
+    "or look for a smaller version of it (a print view, a feed, an API)."
+)
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,8 @@ def extract(
     ``declared_type`` is the upstream ``Content-Type`` (parameters allowed), ``charset`` its
     charset if known, ``url`` the final URL (for the canonical link). ``max_chars`` defaults to
     ``FETCH_MAX_CHARS``. Raises ``FetchError``: ``unsupported``, ``invalid_request`` (an option
-    that does not fit this document, pages past the end), ``too_long``, ``filter_timeout``.
+    that does not fit this document, pages past the end), ``too_long``, ``filter_timeout`` (a
+    parser out of time), ``memory_limit`` (a parser out of memory).
     """
     limit = max_chars if max_chars is not None else settings.SIFT_FETCH_MAX_CHARS
     charset = charset or declared_charset(declared_type)
@@ -185,6 +190,7 @@ def _read_html(text: str, typed: str, *, url: str, markdown: bool, budget: int) 
         wall_seconds=cpu_seconds * 1.5 + 2,
         subject="the HTML extractor",
         hint=HTML_TIME_HINT,
+        memory_hint=HTML_MEMORY_HINT,
         max_reply_bytes=budget * 4 + 1024,
     )
     if reply.get("error") == "too_long":

@@ -11,6 +11,10 @@ from fetch.sandbox import get_sandbox
 JQ_CPU_SECONDS = 2.0
 JQ_CPU_SECONDS_PER_MIB = 0.5
 TIME_HINT = "Simplify the jq program, or select a smaller part of the document first."
+MEMORY_HINT = (
+    "The document or what jq builds from it needs more memory than jq has: select a smaller part "
+    "first (e.g. '.items[:100]'), build smaller values, or look for a smaller document."
+)
 
 
 class NotJson(Exception):
@@ -22,7 +26,7 @@ def json_text(text: str, program: str | None, *, max_chars: int) -> str:
 
     Raises ``NotJson`` when ``text`` is not JSON, and ``FetchError``: ``invalid_request`` when
     the program fails on this document, ``too_long`` for output over ``max_chars``,
-    ``filter_timeout`` when jq runs out of time or memory.
+    ``filter_timeout`` when jq runs out of time, ``memory_limit`` when it runs out of memory.
     """
     payload = text.encode("utf-8")
     cpu_seconds = JQ_CPU_SECONDS + JQ_CPU_SECONDS_PER_MIB * len(payload) / (1 << 20)
@@ -34,6 +38,7 @@ def json_text(text: str, program: str | None, *, max_chars: int) -> str:
         wall_seconds=cpu_seconds * 1.5 + 2,
         subject="the jq program" if program else "the JSON formatter",
         hint=TIME_HINT,
+        memory_hint=MEMORY_HINT,
         max_reply_bytes=max_chars * 4 + 1024,
     )
     error = reply.get("error")

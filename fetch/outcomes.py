@@ -46,6 +46,12 @@ class Outcome(StrEnum):
     )
     TIMEOUT = "timeout", 504, "The site did not answer in time; try again later."
     FILTER_TIMEOUT = "filter_timeout", 422, "Simplify the jq program or pattern, or narrow the pages."
+    MEMORY_LIMIT = (
+        "memory_limit",
+        422,
+        "Reading this needs more memory than sift gives it: narrow it (pages, a smaller jq), "
+        "fetch it with render false, or send a smaller document.",
+    )
     # Batch targets only: the worker fetching it died too often. Never an answer of /v1/fetch.
     WORKER_LOST = (
         "worker_lost",

@@ -13,6 +13,10 @@ from fetch.targets import PageRange
 PDF_CPU_SECONDS = 10.0
 PDF_CPU_SECONDS_PER_MIB = 1.0
 TIME_HINT = 'The PDF is too heavy to read whole: ask for fewer pages with pages, e.g. "1-20".'
+MEMORY_HINT = (
+    'The PDF needs more memory than its reader has: ask for fewer pages with pages, e.g. "1-20", '
+    "or look for a smaller copy of the document."
+)
 # A PDF at least this big is read by every idle child of the sandbox at once, each taking a run
 # of its pages (PDFium's text layout is most of the time, and it runs on one core per child);
 # a smaller one, or a few pages asked for by closed ranges, by one child.
@@ -33,7 +37,8 @@ def pdf_text(body: bytes, page_ranges: tuple[PageRange, ...] | None, *, max_char
 
     Raises ``FetchError``: ``invalid_request`` for a page range past the end (the hint names the
     page count), ``unsupported`` for a damaged or encrypted file, ``too_long`` for text over
-    ``max_chars``, ``filter_timeout`` when PDFium runs out of time or memory.
+    ``max_chars``, ``filter_timeout`` when PDFium runs out of time, ``memory_limit`` when it runs
+    out of memory.
     """
     cpu_seconds = PDF_CPU_SECONDS + PDF_CPU_SECONDS_PER_MIB * len(body) / (1 << 20)
     sandbox = get_sandbox()
@@ -45,6 +50,7 @@ def pdf_text(body: bytes, page_ranges: tuple[PageRange, ...] | None, *, max_char
         wall_seconds=cpu_seconds * 1.5 + 2,
         subject="the PDF reader",
         hint=TIME_HINT,
+        memory_hint=MEMORY_HINT,
         max_reply_bytes=max_chars * 4 + 1024,
         max_children=sandbox.size if _worth_sharing(body, page_ranges) else 1,
     )

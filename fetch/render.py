@@ -191,12 +191,11 @@ def _next_message(child: subprocess.Popen[bytes], deadline: float) -> dict[str, 
             return message
 
 
+MEMORY_HINT = "Fetch the page with render false: its text may need no scripts."
+
+
 def _out_of_memory(what: str) -> FetchError:
-    return FetchError(
-        Outcome.FILTER_TIMEOUT,
-        f"{what}: the page's scripts allocate without end",
-        "Fetch the page without render; its text may need no scripts.",
-    )
+    return FetchError(Outcome.MEMORY_LIMIT, f"{what}: the page's scripts allocate without end", MEMORY_HINT)
 
 
 def _answer(url: str, deadline: float) -> dict[str, Any]:

@@ -11,7 +11,10 @@ its parent kills it (and so the browser) after any render that did not end well.
 Protocol, one JSON object per line. Parent → child: a job ``{"chromium", "url", "body",
 "content_type", "timeout_ms"}``, then answers ``{"status", "content_type", "body"}`` or
 ``{"refused": reason}``. Child → parent: ``{"fetch": url}``, then ``{"html": ...}`` or
-``{"failed": reason, "page_crashed": bool}``. Bodies are base64.
+``{"failed": reason, "page_crashed": bool}``. Bodies are base64. ``page_crashed`` says the tab
+died while the browser lived on: Chromium ends a tab whose page outgrew its V8 heap
+(``--max-old-space-size``) or whose renderer process was killed for its memory, and Playwright
+reports it as a ``crash`` event and "Page crashed"; the parent reports that as ``memory_limit``.
 """
 
 from __future__ import annotations
@@ -127,7 +130,8 @@ def main() -> None:
                 send({"html": render(browser, job)})
             except Error as exc:
                 reason = str(exc).splitlines()[0] if str(exc) else "the browser failed"
-                send({"failed": reason, "page_crashed": bool(crashed)})
+                tab_died = bool(crashed) or "Page crashed" in reason
+                send({"failed": reason, "page_crashed": tab_died and browser.is_connected()})
                 if not browser.is_connected():
                     return  # the parent starts a new child, and with it a new browser
             job = receive()

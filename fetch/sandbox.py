@@ -8,7 +8,10 @@ isolated mode, ``/`` as its working directory, and no file descriptor but its pi
 database connection). Each child limits itself with ``RLIMIT_AS`` and a per-request
 ``RLIMIT_CPU``; the parent enforces a wall deadline over the pipes and kills a child that misses
 it. Whatever a child does (loops, aborts, segfaults, floods its pipe) the caller gets a
-``FetchError`` and the next call a fresh child.
+``FetchError`` and the next call a fresh child: ``filter_timeout`` for a child out of time (the
+wall deadline, SIGXCPU), ``memory_limit`` for one out of memory (a reported ``MemoryError``, its
+memory exit status, or death by any other signal: under ``RLIMIT_AS`` PDFium and jq abort when an
+allocation fails, and the kernel's OOM killer sends SIGKILL), ``internal`` for anything else.
 
 One ``Sandbox`` per process, shared by its threads; a process forked from one that already had
 children (gunicorn with ``--preload``, django-q2 workers) starts with none of its own.
@@ -35,6 +38,7 @@ from typing import Any
 
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome, RetryAfter
+from fetch.sandbox_child import MEMORY_EXIT_STATUS
 
 logger = logging.getLogger(__name__)
 
@@ -176,13 +180,14 @@ class _Child:
             raise _ChildMisbehaved(f"reply frame of {length} bytes over {limit}")
         return self._read_exact(length, deadline)
 
-    def end_status(self) -> int:
-        """The child's exit status once it has ended on its own (killed after a grace second)."""
+    def end_status(self) -> int | None:
+        """The child's exit status once it has ended on its own; None when it closed its pipe
+        but had not ended after a grace second (then it is killed)."""
         try:
             return self.proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
             self.stop()
-            return self.proc.wait()
+            return None
 
     def stop(self) -> None:
         for stream in (self.proc.stdin, self.proc.stdout):
@@ -200,12 +205,26 @@ class _Child:
         self.proc.returncode = 0
 
 
-def _ended_reason(status: int, cpu_seconds: float) -> str:
+def _ending(status: int | None, cpu_seconds: float) -> tuple[Outcome, str]:
+    """The outcome of a child that ended mid-request with ``status``, and why, in words."""
     if status == -signal.SIGXCPU:
-        return f"ran out of CPU time ({cpu_seconds:.0f} s)"
-    if status == -signal.SIGKILL:
-        return "was killed, most likely for using too much memory"
-    return "ran out of memory or crashed"
+        return Outcome.FILTER_TIMEOUT, f"ran out of CPU time ({cpu_seconds:.0f} s)"
+    if status == MEMORY_EXIT_STATUS:
+        return Outcome.MEMORY_LIMIT, "ran out of memory"
+    if status is not None and status < 0:
+        # PDFium and jq abort (SIGABRT) when an allocation fails under RLIMIT_AS, a native
+        # parser may fault on one it did not check, and the kernel's OOM killer sends SIGKILL.
+        name = signal.Signals(-status).name if -status in signal.valid_signals() else str(-status)
+        return Outcome.MEMORY_LIMIT, f"ran out of memory (ended by {name})"
+    return Outcome.INTERNAL, "failed"
+
+
+def _hint(outcome: Outcome, time_hint: str, memory_hint: str | None) -> str:
+    if outcome is Outcome.FILTER_TIMEOUT:
+        return time_hint
+    if outcome is Outcome.MEMORY_LIMIT:
+        return memory_hint or Outcome.MEMORY_LIMIT.hint
+    return "Retry later; this is a fault in sift."
 
 
 class Sandbox:
@@ -230,13 +249,15 @@ class Sandbox:
         subject: str,
         hint: str,
         max_reply_bytes: int,
+        memory_hint: str | None = None,
     ) -> tuple[dict[str, Any], bytes]:
         """Send one request to a child and return its reply header and data.
 
-        Raises ``FetchError``: ``filter_timeout`` when the child runs out of time or memory or
-        dies, ``busy`` when no child frees up within ``wall_seconds``, ``internal`` when a child
-        cannot be started or breaks the protocol. ``subject`` ("the PDF reader") and ``hint``
-        word those errors for the agent.
+        Raises ``FetchError``: ``filter_timeout`` when the child runs out of time (with
+        ``hint``), ``memory_limit`` when it runs out of memory (with ``memory_hint``, by default
+        the outcome's own), ``busy`` when no child frees up within ``wall_seconds``, ``internal``
+        when a child cannot be started, breaks the protocol or dies otherwise. ``subject`` ("the
+        PDF reader") words those errors for the agent.
         """
         (reply,) = self.run_shared(
             op,
@@ -248,6 +269,7 @@ class Sandbox:
             hint=hint,
             max_reply_bytes=max_reply_bytes,
             max_children=1,
+            memory_hint=memory_hint,
         )
         return reply
 
@@ -263,6 +285,7 @@ class Sandbox:
         hint: str,
         max_reply_bytes: int,
         max_children: int,
+        memory_hint: str | None = None,
     ) -> list[tuple[dict[str, Any], bytes]]:
         """``run`` on up to ``max_children`` children at once, one reply each, in order.
 
@@ -295,9 +318,10 @@ class Sandbox:
             ) from None
         except _ChildEnded:
             status = child.end_status()
-            reason = _ended_reason(status, cpu_seconds)
-            logger.warning("sandbox child for %s %s (exit status %s)", op, reason, status)
-            raise FetchError(Outcome.FILTER_TIMEOUT, f"{subject} {reason}", hint) from None
+            outcome, reason = _ending(status, cpu_seconds)
+            log = logger.error if outcome is Outcome.INTERNAL else logger.warning
+            log("sandbox child for %s %s (exit status %s)", op, reason, status)
+            raise FetchError(outcome, f"{subject} {reason}", _hint(outcome, hint, memory_hint)) from None
         except (_ChildMisbehaved, ValueError) as exc:
             logger.error("sandbox child for %s broke the protocol: %s", op, exc)
             raise FetchError(
@@ -309,7 +333,11 @@ class Sandbox:
                 answered = index < len(replies) and replies[index][0].get("error") != "memory"
                 self._release(each, reusable=answered)
         if any(reply.get("error") == "memory" for reply, _ in replies):
-            raise FetchError(Outcome.FILTER_TIMEOUT, f"{subject} ran out of memory", hint)
+            raise FetchError(
+                Outcome.MEMORY_LIMIT,
+                f"{subject} ran out of memory",
+                _hint(Outcome.MEMORY_LIMIT, hint, memory_hint),
+            )
         return replies
 
     def _take_idle(self, most: int) -> list[_Child]:

@@ -12,9 +12,12 @@ database connection or the server's settings, and it speaks a tiny protocol on i
 
 The header of a request names an ``op`` and its arguments, including ``cpu_seconds``: before
 each request the soft ``RLIMIT_CPU`` is moved to the CPU time already used plus that budget, so
-a warm child is limited per request, not over its lifetime. A runaway ends with SIGXCPU; an
-allocation over ``RLIMIT_AS`` ends with ``MemoryError`` (reported, then the child exits) or with
-an abort inside PDFium, jq or libxml2. The parent tells these apart by how the child ended.
+a warm child is limited per request, not over its lifetime. A runaway ends with SIGXCPU. An
+allocation refused under ``RLIMIT_AS`` ends the request as ``{"error": "memory"}`` (then the
+child exits) when Python sees it: a ``MemoryError``, or an lxml error whose log holds libxml2's
+``ERR_NO_MEMORY``; outside a request the child exits with ``MEMORY_EXIT_STATUS``; PDFium and jq
+abort the process (SIGABRT). The parent tells running out of time from running out of memory
+by how the child ended.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ from typing import Any, BinaryIO
 
 _LENGTH = struct.Struct(">I")
 MAX_REQUEST_FRAME = 64 << 20
+# The exit status of a child that ran out of memory outside an op (reading a payload, writing a
+# reply): ENOMEM's number, which no other exit of this script uses.
+MEMORY_EXIT_STATUS = 12
 # A document read by several children at once is shared out in runs of at least this many pages.
 PDF_MIN_PAGES_PER_PART = 4
 # jq reads modules (``import "x" as $x {search: "/etc"};`` loads any ``x.json`` or ``x.jq``
@@ -292,6 +298,19 @@ def _limit_cpu(seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from an allocation that failed: a ``MemoryError``, or an lxml error
+    whose log holds libxml2's ``ERR_NO_MEMORY`` (lxml reports a parse that ran out of memory as
+    a syntax error, and trafilatura's own parse returns nothing)."""
+    if isinstance(exc, MemoryError):
+        return True
+    log = getattr(exc, "error_log", None)
+    try:
+        return log is not None and any(entry.type_name == "ERR_NO_MEMORY" for entry in log)
+    except MemoryError:
+        return True
+
+
 def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
     while True:
         raw_header = read_frame(requests)
@@ -303,7 +322,9 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
         exit_after = False
         try:
             reply, text = OPS[header["op"]](header, payload)
-        except MemoryError:
+        except Exception as exc:
+            if not out_of_memory(exc):
+                raise
             reply, text, exit_after = {"error": "memory"}, "", True
         del payload
         data = text.encode("utf-8", "replace")
@@ -332,7 +353,10 @@ def main() -> None:
     os.dup2(2, 1)
     write_frame(replies, json.dumps({"ready": os.getpid()}).encode())
     replies.flush()
-    _serve(sys.stdin.buffer, replies)
+    try:
+        _serve(sys.stdin.buffer, replies)
+    except MemoryError:
+        os._exit(MEMORY_EXIT_STATUS)  # no clean-up: it could need memory too
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from fetch import pdf_text
 from fetch.errors import FetchError
 from fetch.extract import Extracted, extract
 from fetch.sandbox import get_sandbox
@@ -213,7 +214,7 @@ def test_corrupt_pdf_is_unsupported_and_the_process_carries_on() -> None:
     assert sandbox_still_answers()
 
 
-def test_pdf_that_exhausts_memory_is_filter_timeout_and_the_process_carries_on() -> None:
+def test_pdf_that_exhausts_memory_is_memory_limit_and_the_process_carries_on() -> None:
     # One page whose content stream inflates to 300 MB of text: PDFium's text page for it does
     # not fit in the child's 1 GiB address space.
     bomb = build_pdf_from_streams([flate_bomb_stream(300_000_000)], raw=True)
@@ -221,9 +222,10 @@ def test_pdf_that_exhausts_memory_is_filter_timeout_and_the_process_carries_on()
 
     error = refused(bomb, "application/pdf")
 
-    assert error.outcome == "filter_timeout"
+    assert error.outcome == "memory_limit"
     assert error.http_status == 422
-    assert "memory" in error.message
+    assert error.message == "the PDF reader ran out of memory (ended by SIGABRT)"
+    assert error.hint == pdf_text.MEMORY_HINT
     assert sandbox_still_answers()
     assert run(five_page_pdf(), "application/pdf", pages="5").pages == [5]
 

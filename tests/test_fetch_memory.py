@@ -1,5 +1,7 @@
 """HTML extraction is bounded like the other children: a huge or heavy page costs a sandbox child
-its limits, never the memory or the time of a web or worker process."""
+its limits, never the memory or the time of a web or worker process. A child out of memory
+answers ``memory_limit``, one out of time ``filter_timeout``, whatever kind of document it read,
+on ``/v1/fetch`` and in a batch target alike."""
 
 from __future__ import annotations
 
@@ -11,12 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from batch import adapter, runner, worker
+from batch.api.validation import validate_targets
 from fetch import extract as extract_module
+from fetch import json_text, pdf_text
 from fetch import sandbox as sandbox_module
 from fetch.errors import FetchError
-from fetch.extract import HTML_TIME_HINT, extract
+from fetch.extract import HTML_MEMORY_HINT, HTML_TIME_HINT, extract
 from fetch.sandbox import Sandbox
 from fetch.targets import TargetOptions
+
+from .factories import LOOPBACK
+from .fixtures.pdf_writer import build_pdf_from_streams, flate_bomb_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = "https://news.example/big"
@@ -125,7 +133,7 @@ def test_a_page_that_outruns_the_childs_cpu_budget_ends_filter_timeout_and_the_n
     assert "1: # Tides" in html(ARTICLE)
 
 
-def test_a_page_that_exhausts_the_childs_memory_ends_filter_timeout_and_the_next_page_is_read(
+def test_a_page_that_exhausts_the_childs_memory_ends_memory_limit_and_the_next_page_is_read(
     small_sandbox: Sandbox,
 ) -> None:
     huge = "<html><body>" + "<div><p>The harbour at night.</p></div>" * 600_000 + "</body></html>"
@@ -133,10 +141,100 @@ def test_a_page_that_exhausts_the_childs_memory_ends_filter_timeout_and_the_next
     with pytest.raises(FetchError) as caught:
         html(huge)
 
-    assert caught.value.outcome == "filter_timeout"
-    assert "memory" in caught.value.message
-    assert caught.value.hint == HTML_TIME_HINT
+    assert caught.value.outcome == "memory_limit"
+    assert caught.value.http_status == 422
+    assert caught.value.message == "the HTML extractor ran out of memory"
+    assert caught.value.hint == HTML_MEMORY_HINT
     assert "1: # Tides" in html(ARTICLE)
+
+
+# Each too big for a child of 160 MiB, each in its own way: lxml's tree of an 11 MB page (libxml2
+# reports the failed allocation), a jq array of a billion numbers (jq aborts), a page whose
+# content stream inflates to 300 MB of text (PDFium aborts).
+HUGE_PAGE = "<html><body>" + "<div><p>The harbour at night.</p></div>" * 300_000 + "</body></html>"
+JQ_HOG = "[range(1e9)] | length"
+PDF_BOMB = build_pdf_from_streams([flate_bomb_stream(300_000_000)], raw=True)
+BY_ABORT = "ran out of memory (ended by SIGABRT)"
+
+
+@pytest.fixture
+def upstream(httpserver, settings):
+    settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
+    httpserver.expect_request("/huge").respond_with_data(HUGE_PAGE, content_type="text/html")
+    httpserver.expect_request("/data").respond_with_json({"items": [1, 2, 3]})
+    httpserver.expect_request("/bomb.pdf").respond_with_data(PDF_BOMB, content_type="application/pdf")
+    return httpserver
+
+
+@pytest.mark.parametrize(
+    ("path", "options", "message", "hint"),
+    [
+        ("/huge", {}, "the HTML extractor ran out of memory", HTML_MEMORY_HINT),
+        ("/data", {"jq": JQ_HOG}, f"the jq program {BY_ABORT}", json_text.MEMORY_HINT),
+        ("/bomb.pdf", {}, f"the PDF reader {BY_ABORT}", pdf_text.MEMORY_HINT),
+    ],
+    ids=["html", "jq", "pdf"],
+)
+def test_fetch_answers_422_memory_limit_for_a_document_too_big_for_its_child(
+    agent, upstream, small_sandbox: Sandbox, path: str, options: dict[str, str], message: str, hint: str
+) -> None:
+    _, client = agent
+
+    response = client.post("/v1/fetch", {"url": upstream.url_for(path), "options": options})
+    after = client.post("/v1/fetch", {"url": upstream.url_for("/data"), "options": {"jq": ".items[1]"}})
+
+    assert response.status_code == 422, response.content
+    assert (response.json()["code"], response.json()["error"], response.json()["hint"]) == (
+        "memory_limit",
+        message,
+        hint,
+    )
+    assert (after.status_code, after.json()["content"]) == (200, "2")
+
+
+def test_fetch_answers_422_filter_timeout_for_a_jq_program_that_runs_out_of_time(
+    agent, upstream, small_sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, client = agent
+    monkeypatch.setattr(json_text, "JQ_CPU_SECONDS", 0.5)
+
+    response = client.post("/v1/fetch", {"url": upstream.url_for("/data"), "options": {"jq": "def f: f; f"}})
+
+    assert response.status_code == 422, response.content
+    assert response.json()["code"] == "filter_timeout"
+    assert response.json()["hint"] == json_text.TIME_HINT
+
+
+def test_a_batch_target_stores_memory_limit_and_a_slow_one_filter_timeout(
+    agent, upstream, small_sandbox: Sandbox, settings
+) -> None:
+    caller, _ = agent
+    settings.SIFT_BATCH_WORKERS = 1
+    url = upstream.url_for("/data")
+    job = runner.submit(
+        caller,
+        validate_targets(
+            [
+                {"url": url, "options": {"jq": JQ_HOG}},
+                {"url": url, "options": {"jq": "def f: f; f"}},
+                {"url": url, "options": {"jq": ".items[0]"}},
+            ]
+        ),
+    ).job
+
+    assert worker.drain(adapter.fetch_target, budget=60) == 3
+
+    job.refresh_from_db()
+    hog, slow, fine = job.targets.order_by("idx")
+    assert (hog.status, hog.outcome, hog.hint, hog.result) == (
+        "failed",
+        "memory_limit",
+        json_text.MEMORY_HINT,
+        None,
+    )
+    assert (slow.status, slow.outcome) == ("failed", "filter_timeout")
+    assert (fine.status, fine.result["content"]) == ("done", "1")
+    assert (job.status, job.targets_failed) == ("partial", 2)
 
 
 def test_html_text_over_the_limit_is_too_long_without_shipping_it_back() -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from fetch import sandbox as sandbox_module
 from fetch.errors import FetchError
+from fetch.outcomes import Outcome
 from fetch.sandbox import Sandbox, get_sandbox
 from tests.fixtures.pdf_writer import build_pdf
 
@@ -78,17 +79,62 @@ def test_the_wall_deadline_ends_a_child_that_does_not_answer_in_time(sandbox: Sa
     assert jq(sandbox, ".[0]") == "1"
 
 
-def test_a_child_that_exhausts_its_memory_is_filter_timeout_and_is_replaced() -> None:
+def test_a_child_that_exhausts_its_memory_is_memory_limit_and_is_replaced() -> None:
+    pool = Sandbox(children=1, memory_bytes=256 << 20)
+    try:
+        before = ping(pool)
+        with pytest.raises(FetchError) as caught:
+            jq(pool, "[range(1e9)] | length", cpu=60, wall=60, memory_hint="Build less.")
+
+        assert caught.value.outcome == "memory_limit"
+        assert caught.value.http_status == 422
+        # jq aborts when an allocation fails under RLIMIT_AS: the signal says it was memory.
+        assert caught.value.message == "the test program ran out of memory (ended by SIGABRT)"
+        assert caught.value.hint == "Build less."
+        assert jq(pool, "length") == "3"
+        assert ping(pool) != before
+    finally:
+        pool.close()
+
+
+def test_a_payload_the_child_has_no_memory_to_read_is_memory_limit() -> None:
+    # A child holds about 60 MB of address space once its parsers are imported: 96 MiB leaves it
+    # no room for a 63 MiB request, and the MemoryError comes before any op runs.
+    pool = Sandbox(children=1, memory_bytes=96 << 20)
+    try:
+        before = ping(pool)
+        with pytest.raises(FetchError) as caught:
+            pool.run("ping", {}, b"x" * (63 << 20), cpu_seconds=5, wall_seconds=30, **LIMITS)
+
+        assert caught.value.outcome == "memory_limit"
+        assert caught.value.message == "the test program ran out of memory"
+        assert ping(pool) != before
+    finally:
+        pool.close()
+
+
+def test_without_a_memory_hint_of_its_own_memory_limit_carries_the_outcomes_hint() -> None:
     pool = Sandbox(children=1, memory_bytes=256 << 20)
     try:
         with pytest.raises(FetchError) as caught:
             jq(pool, "[range(1e9)] | length", cpu=60, wall=60)
 
-        assert caught.value.outcome == "filter_timeout"
-        assert "memory" in caught.value.message
-        assert jq(pool, "length") == "3"
+        assert caught.value.outcome == "memory_limit"
+        assert caught.value.hint == Outcome.MEMORY_LIMIT.hint
     finally:
         pool.close()
+
+
+def test_a_child_that_ends_for_another_reason_is_internal_and_is_replaced(sandbox: Sandbox) -> None:
+    before = ping(sandbox)
+
+    # An op the child does not know raises in it, uncaught: the child exits with status 1.
+    with pytest.raises(FetchError) as caught:
+        sandbox.run("no_such_op", {}, b"", cpu_seconds=5, wall_seconds=10, **LIMITS)
+
+    assert caught.value.outcome == "internal"
+    assert caught.value.message == "the test program failed"
+    assert ping(sandbox) != before
 
 
 def test_a_child_killed_while_idle_is_replaced_transparently(sandbox: Sandbox) -> None:

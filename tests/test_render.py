@@ -168,19 +168,47 @@ def test_an_endless_script_times_out_within_the_render_timeout_and_the_next_rend
     assert ARTICLE_TEXT in after.json()["content"]
 
 
-def test_a_page_that_allocates_without_end_ends_filter_timeout(agent, httpserver, render_settings, settings):
+HOG = (
+    "<html><body><script>const a = [];"
+    " while (true) { a.push(new Array(1e6).fill(Math.random())); }</script></body></html>"
+)
+
+
+def test_a_page_that_outgrows_its_script_heap_ends_memory_limit_and_the_next_render_works(
+    agent, httpserver, render_settings, settings
+):
     _, client = agent
     settings.SIFT_RENDER_TIMEOUT = 30
-    hog = (
-        "<html><body><script>const a = [];"
-        " while (true) { a.push(new Array(1e6).fill(Math.random())); }</script></body></html>"
-    )
-    httpserver.expect_request("/hog").respond_with_data(hog, content_type="text/html")
+    httpserver.expect_request("/hog").respond_with_data(HOG, content_type="text/html")
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
 
     response = _fetch(client, url=httpserver.url_for("/hog"), render="true")
+    after = _fetch(client, url=httpserver.url_for("/tides"), render="true")
 
     assert response.status_code == 422, response.content
-    assert response.json()["code"] == "filter_timeout"
+    assert response.json()["code"] == "memory_limit"
+    assert response.json()["error"].startswith("the page's tab crashed")
+    assert response.json()["hint"] == render.MEMORY_HINT
+    assert after.status_code == 200, after.content
+    assert ARTICLE_TEXT in after.json()["content"]
+
+
+def test_a_browser_over_the_render_memory_limit_is_killed_and_the_render_ends_memory_limit(
+    agent, httpserver, render_settings, settings
+):
+    _, client = agent
+    settings.SIFT_RENDER_MAX_MEMORY = 32 << 20  # less than any browser holds
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+
+    response = _fetch(client, url=httpserver.url_for("/tides"), render="true")
+    children = set(render.running)
+
+    assert response.status_code == 422, response.content
+    assert response.json()["code"] == "memory_limit"
+    assert response.json()["error"].startswith("the browser held more memory than a render may")
+    assert children == set()  # the child and its tree were killed
 
 
 def _browser_pids() -> list[int]:

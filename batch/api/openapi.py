@@ -20,7 +20,10 @@ ERROR_DESCRIPTIONS = {
     409: "already_finished: the job has already ended",
     413: "too_large: the request body is over the size limit",
     415: "unsupported: a content type sift cannot turn into text",
-    422: "too_long (over the size caps) or filter_timeout (jq or extraction ran out of time or memory)",
+    422: (
+        "too_long (over the size caps), filter_timeout (jq or extraction ran out of time) "
+        "or memory_limit (jq, extraction or a render ran out of memory)"
+    ),
     429: "caller_busy or busy: try again after Retry-After seconds",
     500: "internal: a bug in sift, logged with a traceback",
     502: "upstream_4xx or upstream_5xx: the site answered with an error, or could not be reached",
