@@ -1,4 +1,4 @@
-"""``run_cluster``: run django-q2's ``qcluster`` so that it always stops, and never outlives us.
+"""``run_cluster``: run django-q2's ``qcluster`` so that it always stops and never outlives ``run_cluster``.
 
 qcluster runs in a child (``run_cluster --child-of``) in a session of its own: signals for our
 process group (Ctrl-C, honcho) never reach qcluster, whose own handler can hang (django-q2#346),
@@ -48,8 +48,8 @@ class Supervisor:
         log.info("run_cluster %d: qcluster started as %d", os.getpid(), cluster.pid)
         while cluster.poll() is None and not self.stop_requested:
             time.sleep(POLL_SECONDS)
-        why = signal.Signals(self.stop_requested).name if self.stop_requested else "the cluster ended"
-        log.info("run_cluster: %s, stopping the cluster", why)
+        why = signal.Signals(self.stop_requested).name if self.stop_requested else "qcluster exited"
+        log.info("run_cluster: %s, ending the cluster", why)
         started = time.monotonic()
         _signal(cluster.pid, signal.SIGKILL)
         cluster.wait()
