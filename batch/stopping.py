@@ -1,15 +1,17 @@
-"""How a cluster worker process stops on SIGTERM: finish the target in flight, or give it back.
+"""How the cluster's processes stop: each with its parent, a worker without losing its target.
 
-django-q2 leaves SIGTERM at its default in worker processes, so a worker dies at once,
-mid-target, and its claim waits for the lease to run out and counts toward ``worker_lost``.
-Instead, from ``post_spawn`` on, SIGTERM makes the worker take no new claim, wait up to
-``STOP_GRACE_SECONDS`` for the target in flight to be stored, give it back for an immediate
-retry if it is not (``worker.release_claim``), and exit. ``run_cluster`` sends that SIGTERM; so
-does django-q2 when a task outlives its timeout. See docs/workers.md, "Stopping".
+Each process of the cluster is signalled when its parent ends (Linux's ``PR_SET_PDEATHSIG``):
+qcluster's main process when ``run_cluster`` does, the sentinel when the main process does,
+pusher, monitor and workers when the sentinel does. So nothing of a cluster goes on once the
+process above it is gone, however it went. A worker's signal is SIGTERM, as for a stop: it
+takes no new claim, waits up to ``STOP_GRACE_SECONDS`` for the target in flight to be stored,
+gives it back for an immediate retry if not (``worker.release_claim``), and exits, rather than
+die mid-target and leave the claim to its lease. django-q2 sends SIGTERM to a task past its timeout.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
@@ -24,17 +26,45 @@ from batch import worker
 
 log = logging.getLogger(__name__)
 
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_libc = ctypes.CDLL(None, use_errno=True)
 # Shorter than run_cluster's kill deadline, so the worker gives its claim back itself.
 STOP_GRACE_SECONDS = 8.0
 RELEASE_TRIES = 3
-
-# At most one stop per process; a list, so the handler needs neither a lock nor ``global``.
+# At most one stop per process; lists, so the handlers need neither a lock nor ``global``.
 _stoppers: list[threading.Thread] = []
+_forking: list[int] = [0]  # the pid of the process about to fork, for its child to check
+
+
+def die_with_parent(sig: int, parent: int) -> None:
+    """Have the kernel send ``sig`` when ``parent``, this process's parent, ends; exit now if it has."""
+    if _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:  # it ended before: the kernel will never send the signal
+        os._exit(1)
+
+
+def cluster_dies_with(supervisor: int) -> None:
+    """In qcluster's main process: SIGKILL when ``supervisor`` ends, and for every process forked
+    from now on, here or in a child, when its parent ends (a fork clears the signal)."""
+    die_with_parent(signal.SIGKILL, supervisor)
+    os.register_at_fork(before=_note_forking, after_in_child=_die_with_forking_process)
+
+
+def _note_forking() -> None:
+    _forking[0] = os.getpid()
+
+
+def _die_with_forking_process() -> None:
+    die_with_parent(signal.SIGKILL, _forking[0])
 
 
 def install(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
-    """``post_spawn`` receiver: runs in the worker process's main thread, where handlers are set."""
+    """``post_spawn`` receiver, in the worker process's main thread (where handlers are set).
+    The worker can now give its target back, so its parent's end sends SIGTERM, not SIGKILL."""
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if _forking[0]:  # under run_cluster, not bare qcluster
+        die_with_parent(signal.SIGTERM, _forking[0])
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -68,9 +98,7 @@ def _release(claim: worker.Claim) -> None:
             worker.release_claim(claim)
             return
         except DatabaseError:
-            log.warning(
-                "job %s target %d: could not release the claim", claim.job_id, claim.idx, exc_info=True
-            )
+            log.warning("job %s target %d: release failed", claim.job_id, claim.idx, exc_info=True)
             connection.close()
             time.sleep(0.5)
     # Its lease runs out instead, and recovery counts it as a lost worker.

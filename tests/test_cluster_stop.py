@@ -49,28 +49,32 @@ def deployment(tmp_path, monkeypatch):
     deployment.stop_all()
 
 
-def _cluster_tree(supervisor_pid: int) -> list[int]:
-    """Every live process of the supervisor's session and of the qcluster session under it."""
-    processes = live_processes()
-    qclusters = {p.pid for p in processes if p.ppid == supervisor_pid}
-    return [p.pid for p in processes if p.session == supervisor_pid or p.session in qclusters]
+def _sessions(supervisor_pid: int) -> set[int]:
+    """The supervisor's session and the qcluster session under it (it names each of its processes,
+    even once qcluster's main process is gone)."""
+    return {supervisor_pid} | {p.pid for p in live_processes() if p.ppid == supervisor_pid}
+
+
+def _cluster_tree(sessions: set[int]) -> list[int]:
+    return [p.pid for p in live_processes() if p.session in sessions]
 
 
 def _stop_and_time(deployment: Deployment, how: str) -> float:
     sig, to_whom = STOPS[how]
     process = deployment.processes.pop("cluster")
-    tree = wait_for(lambda: len(_cluster_tree(process.pid)) >= 4 and _cluster_tree(process.pid))
+    sessions = wait_for(lambda: len(_sessions(process.pid)) == 2 and _sessions(process.pid))
+    tree = wait_for(lambda: len(_cluster_tree(sessions)) >= 4 and _cluster_tree(sessions))
     began = time.monotonic()
     if to_whom == "every":
-        for pid in _cluster_tree(process.pid):
+        for pid in tree:
             os.kill(pid, sig)
     else:
         (os.killpg if to_whom == "group" else os.kill)(process.pid, sig)
     try:
-        wait_for(lambda: process.poll() is not None and not _cluster_tree(process.pid), STOP_DEADLINE + 10)
+        wait_for(lambda: process.poll() is not None and not _cluster_tree(sessions), STOP_DEADLINE + 10)
         return time.monotonic() - began
     finally:
-        for pid in tree + _cluster_tree(process.pid):
+        for pid in _cluster_tree(sessions):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         process.wait()
