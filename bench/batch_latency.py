@@ -208,11 +208,13 @@ class Run:
 
 
 class Client:
-    """One caller's keep-alive connection to the web server."""
+    """One caller's keep-alive connection to the web server; ``elapsed``: the last call's seconds,
+    from sending the request to the answer's last byte (its JSON parsed after)."""
 
     def __init__(self, port: int, key: str) -> None:
         self.conn = http.client.HTTPConnection(LOOPBACK, port, timeout=WAIT_SECONDS + 30)
         self.headers = {"Authorization": f"Bearer {key}"}
+        self.elapsed = 0.0
 
     def call(self, method: str, path: str, body: object = None) -> tuple[int, dict[str, Any]]:
         headers = dict(self.headers)
@@ -220,9 +222,12 @@ class Client:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
+        began = time.perf_counter()
         self.conn.request(method, path, body=data, headers=headers)
         response = self.conn.getresponse()
-        answer: dict[str, Any] = json.loads(response.read())
+        raw = response.read()
+        self.elapsed = time.perf_counter() - began
+        answer: dict[str, Any] = json.loads(raw)
         return response.status, answer
 
     def close(self) -> None:

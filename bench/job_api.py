@@ -1,0 +1,441 @@
+"""Benchmark: what one user waits for a stored submit and a job read, empty and beside 640,000 targets.
+
+    .venv/bin/python -m bench.job_api [--requests 200] [--content-chars 3000] [--guard-seconds 10]
+                                      [--no-guard] [--reseed]
+
+On the local PostgreSQL, in two states, each through gunicorn started with the Procfile's ``web``
+line and no cluster:
+
+- ``empty``: ``sift_bench_api``, recreated and migrated, dropped at the end;
+- ``640k``: ``sift_bench_api_640k``, holding 20,000 finished jobs of 32 targets (640,000 target
+  rows, small results) of 400 callers (50 each, within ``SIFT_BATCH_FINISHED_PER_CALLER``). It is
+  seeded once, in one transaction, by copying a template job with ``INSERT ... SELECT`` over
+  ``generate_series``, and kept for the next run (``--reseed`` builds it again); its jobs' leases
+  are renewed when they are an hour old, so that no sweep removes them during a run.
+
+In each state a child process (this module with ``--prepare``) migrates, issues the client's
+caller (deleting the one of an earlier run, with its jobs), and stores the job to read: 32
+targets submitted through ``runner.submit`` and finished with ``--content-chars`` characters of
+text each and an envelope's meta, as a worker stores them. Then ONE client, on one keep-alive
+connection, repeats ``--requests`` times, after 20 unmeasured rounds:
+
+1. ``POST /v1/batch`` with 32 new URLs (under ``.invalid``, never fetched): timed, must be 202;
+2. ``GET /v1/batch/{id}`` of the finished job, with its content: timed, must be 200;
+3. ``DELETE /v1/batch/{id}`` of the job just submitted, untimed, so the caller's one live job
+   allows the next submit under the default caps.
+
+A time runs from sending the request to the answer's last byte. The guard follows, on
+``sift_bench``: ``bench.submit``'s ``GET /healthz`` and ``POST /v1/batch (202)`` rows (16 clients,
+4 targets a job, caps raised), and the ratio of their throughputs. No traffic leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench import harness, submit
+from bench.batch_latency import Client
+from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group
+from bench.harness import REPO
+from bench.postgres import BenchDatabase, execute, server_settings
+from bench.stats import percentile
+
+if TYPE_CHECKING:
+    from batch.models import ApiKey, BatchJob
+
+MODULE = "bench.job_api"
+EMPTY = BenchDatabase("sift_bench_api")
+SEEDED = BenchDatabase("sift_bench_api_640k")
+CLIENT_NAME = "bench-api-client"
+SEED_CALLER_PREFIX = "bench-seed-"
+SEED_CALLERS = 400
+SEED_JOBS = 20_000
+TARGETS_PER_JOB = 32
+SEED_CONTENT_CHARS = 64
+# 640,000 small results are over the default 64 MiB budget; a deployment storing them has raised it.
+MAX_BYTES = "1GiB"
+LEASE_RENEWAL = timedelta(hours=1)
+WARMUP_ROUNDS = 20
+AIM_MS = 15.0
+GUARD_AIM = 0.15
+GUARD_CLIENTS = 16
+
+# The job's fields a seeded copy sets itself (SQL over the copy's number ``n``, and the run's
+# ``now`` as a parameter); every other field is copied from the template job as it is.
+JOB_COPY_FIELDS = {
+    "id": "md5('seed-' || n)",
+    "caller": "(%(callers)s::bigint[])[1 + mod(n, %(n_callers)s)]",
+    "created_at": "%(now)s::timestamptz - make_interval(secs => n)",
+    "finished_at": "%(now)s::timestamptz - make_interval(secs => n) + interval '5 seconds'",
+    "lease": "%(now)s::timestamptz",
+    "idem_key": "md5('key-' || n) || md5('key2-' || n)",
+}
+TARGET_COPY_FIELDS = {"job": JOB_COPY_FIELDS["id"], "url": "t.url || '?copy=' || n"}
+LEASE_FIELD = "lease"
+
+
+# --- the prepared database (the --prepare child, with Django) --------------------------------
+
+
+def text_of(idx: int, chars: int) -> str:
+    words = f"Paragraph text of target {idx}, as an extracted article would read. "
+    return (words * (chars // len(words) + 1))[:chars]
+
+
+def finish_job(job: BatchJob, content_chars: int) -> None:
+    """Store a result for every target and settle the job ``done``, as the worker would."""
+    from django.db import transaction
+    from django.utils import timezone
+
+    from batch.models import BatchJob, BatchTarget, JobStatus, TargetStatus
+    from batch.storable import json_bytes
+
+    now = timezone.now()
+    total = 0
+    with transaction.atomic():
+        for target in job.targets.all():
+            content = text_of(target.idx, content_chars)
+            meta = {"url": target.url, "final_url": target.url, "status": 200, "content_type": "text/html"}
+            result = {
+                "content": content,
+                "meta": {**meta, "chars": len(content), "title": f"Page {target.idx}"},
+            }
+            n_bytes = json_bytes(result)
+            total += n_bytes
+            BatchTarget.objects.filter(pk=target.pk).update(
+                status=TargetStatus.DONE,
+                result=result,
+                n_bytes=n_bytes,
+                attempts=1,
+                started_at=now,
+                finished_at=now,
+            )
+        BatchJob.objects.filter(pk=job.pk).update(
+            status=JobStatus.DONE,
+            targets_done=job.targets_total,
+            n_bytes=total,
+            served_at=now,
+            finished_at=now,
+        )
+
+
+def stored_job(caller: ApiKey, tag: str, content_chars: int) -> BatchJob:
+    """A finished job of ``TARGETS_PER_JOB`` targets, submitted as the API submits it."""
+    from batch import runner
+    from batch.api.validation import validate_targets
+
+    urls: list[object] = [f"https://{tag}.bench.invalid/{i}" for i in range(TARGETS_PER_JOB)]
+    job = runner.submit(caller, validate_targets(urls)).job
+    finish_job(job, content_chars)
+    return job
+
+
+def copy_statement(model: Any, overrides: dict[str, str], where: str) -> str:
+    """``INSERT ... SELECT`` copying the template's rows once per ``n``, ``overrides`` set per copy."""
+    from django.db import connection
+
+    q = connection.ops.quote_name
+    fields = [f for f in model._meta.concrete_fields if not (f.primary_key and f.name not in overrides)]
+    missing = set(overrides) - {f.name for f in fields}
+    if missing:
+        raise RuntimeError(f"{model.__name__} has no field {sorted(missing)}: update the copy's fields")
+    columns = ", ".join(q(f.column) for f in fields)
+    values = ", ".join(overrides.get(f.name, f"t.{q(f.column)}") for f in fields)
+    table = q(model._meta.db_table)
+    return (
+        f"INSERT INTO {table} ({columns}) SELECT {values} FROM {table} t, "  # names from the model
+        f"generate_series(1, %(jobs)s) AS n WHERE {where}"
+    )
+
+
+def seed(content_chars: int) -> None:
+    """``SEED_JOBS`` finished jobs of ``SEED_CALLERS`` callers, copied from one template, at once."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from batch.models import ApiKey, BatchJob, BatchTarget
+
+    q = connection.ops.quote_name
+    with transaction.atomic():
+        callers = [ApiKey.issue(f"{SEED_CALLER_PREFIX}{i}")[0] for i in range(SEED_CALLERS)]
+        template = stored_job(callers[0], "template", content_chars)
+        params: dict[str, Any] = {
+            "callers": [c.pk for c in callers],
+            "n_callers": len(callers),
+            "now": timezone.now(),
+            "jobs": SEED_JOBS,
+            "template": template.pk,
+        }
+        with connection.cursor() as cursor:
+            where_job = f"t.{q(str(BatchJob._meta.get_field('id').column))} = %(template)s"
+            cursor.execute(copy_statement(BatchJob, JOB_COPY_FIELDS, where_job), params)
+            job_column = str(BatchTarget._meta.get_field("job").column)
+            where_target = f"t.{q(job_column)} = %(template)s"
+            cursor.execute(copy_statement(BatchTarget, TARGET_COPY_FIELDS, where_target), params)
+        template.delete()
+
+
+def seeded_counts() -> tuple[int, int]:
+    from batch.models import BatchJob, BatchTarget
+
+    seeded = {"caller__name__startswith": SEED_CALLER_PREFIX}
+    jobs = BatchJob.objects.filter(**seeded).count()
+    targets = BatchTarget.objects.filter(**{f"job__{k}": v for k, v in seeded.items()}).count()
+    return jobs, targets
+
+
+def renew_seeded_leases() -> int:
+    """Renew the seeded jobs' leases once they are ``LEASE_RENEWAL`` old: no sweep may take them."""
+    from django.utils import timezone
+
+    from batch.models import BatchJob
+
+    now = timezone.now()
+    stale = BatchJob.objects.filter(
+        caller__name__startswith=SEED_CALLER_PREFIX, **{f"{LEASE_FIELD}__lt": now - LEASE_RENEWAL}
+    )
+    return stale.update(**{LEASE_FIELD: now})
+
+
+def prepare(state: str, content_chars: int) -> dict[str, Any]:
+    """Migrate, make the state, issue the client's caller and store the job it reads."""
+    from django.core.management import call_command
+    from django_q.models import OrmQ
+
+    from batch.models import ApiKey
+
+    call_command("migrate", verbosity=0, interactive=False)
+    ApiKey.objects.filter(name=CLIENT_NAME).delete()  # an earlier run's, with its jobs
+    OrmQ.objects.all().delete()  # drain tasks queued by earlier submits: no cluster runs here
+    answer: dict[str, Any] = {"seed_seconds": None, "renewed": 0}
+    if state == "640k":
+        if seeded_counts()[0] == 0:
+            began = time.monotonic()
+            seed(SEED_CONTENT_CHARS)
+            answer["seed_seconds"] = time.monotonic() - began
+        answer["renewed"] = renew_seeded_leases()
+    caller, key = ApiKey.issue(CLIENT_NAME)
+    job = stored_job(caller, f"read-{secrets.token_hex(4)}", content_chars)
+    jobs, targets = seeded_counts()
+    return {**answer, "key": key, "job": job.pk, "jobs": jobs, "targets": targets}
+
+
+def serve_prepare(state: str, content_chars: int) -> None:
+    """``--prepare``: on the database the parent's environment names, one JSON line of what it made."""
+    harness.setup_django(dict(os.environ))
+    print(json.dumps(prepare(state, content_chars)), flush=True)
+
+
+# --- the measurement (this process, no Django) -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    database: BenchDatabase
+    jobs: int
+    targets: int
+    submit: list[float]
+    read: list[float]
+    cpu_other: float
+    note: str
+
+
+def prepared(state: str, database: BenchDatabase, content_chars: int, metrics_dir: Path) -> dict[str, Any]:
+    env = harness.service_env(database.url, metrics_dir)
+    args = [sys.executable, "-m", MODULE, "--prepare", state, "--content-chars", str(content_chars)]
+    done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"preparing {database.name} failed:\n{done.stdout}{done.stderr[-3000:]}")
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def round_trip(client: Client, job_id: str, tag: str, seq: int) -> tuple[float, float]:
+    """A timed stored submit and a timed job read, then the new job cancelled: (submit, read) s."""
+    urls = [f"https://{tag}.bench.invalid/{seq}/{i}" for i in range(TARGETS_PER_JOB)]
+    status, answer = client.call("POST", "/v1/batch", {"targets": urls})
+    submitted = client.elapsed
+    if status != 202:
+        raise RuntimeError(f"submit {seq} answered {status}: {answer}")
+    status, body = client.call("GET", f"/v1/batch/{job_id}")
+    read = client.elapsed
+    if status != 200 or len(body["targets"]) != TARGETS_PER_JOB:
+        raise RuntimeError(f"reading job {job_id} answered {status}")
+    status, body = client.call("DELETE", f"/v1/batch/{answer['id']}")
+    if status != 200:
+        raise RuntimeError(f"cancelling job {answer['id']} answered {status}: {body}")
+    return submitted, read
+
+
+def measure_state(name: str, database: BenchDatabase, args: argparse.Namespace, workdir: Path) -> State:
+    info = prepared(name, database, args.content_chars, workdir / "metrics")
+    notes = []
+    if info["seed_seconds"] is not None:
+        notes.append(f"seeded in {info['seed_seconds']:.0f} s")
+    elif name == "640k":
+        notes.append("seeded database reused")
+    if info["renewed"]:
+        notes.append(f"{info['renewed']} leases renewed")
+    if name == "640k":
+        execute("VACUUM ANALYZE", database=database.name)
+    env = submit.server_env(workdir / "metrics", database.url, raised_caps=False) | {
+        "SIFT_BATCH_MAX_BYTES": MAX_BYTES
+    }
+    tag = f"c{secrets.token_hex(4)}"
+    with submit.gunicorn(env, workdir, name) as server:
+        client = Client(server.port, info["key"])
+        try:
+            for seq in range(WARMUP_ROUNDS):
+                round_trip(client, info["job"], f"w{tag}", seq)
+            before, began = CpuSnapshot.take(), time.monotonic()
+            times = [round_trip(client, info["job"], tag, seq) for seq in range(args.requests)]
+            after = CpuSnapshot.take()
+        finally:
+            client.close()
+        groups = {"ours": bench_processes(server.pids(), after.processes), "pg": database.backend_pids()}
+        other = cores_by_group(before, after, groups, time.monotonic() - began)["other"]
+    return State(
+        name,
+        database,
+        info["jobs"],
+        info["targets"],
+        [s for s, _ in times],
+        [r for _, r in times],
+        other,
+        "; ".join(notes),
+    )
+
+
+@contextmanager
+def state_database(name: str, reseed: bool) -> Iterator[BenchDatabase]:
+    """The state's database: ``empty`` recreated and dropped after; ``640k`` kept, made if missing."""
+    if name == "empty":
+        with EMPTY.fresh() as database:
+            yield database
+        return
+    exists = execute(f"SELECT 1 FROM pg_database WHERE datname = '{SEEDED.name}'")
+    if reseed or not exists:
+        SEEDED.recreate()
+    yield SEEDED
+
+
+# --- the guard: bench.submit's rows ----------------------------------------------------------
+
+
+def guard(args: argparse.Namespace, workdir: Path) -> list[submit.Row]:
+    """``GET /healthz`` and stored submits by ``GUARD_CLIENTS`` clients, as ``bench.submit`` runs them."""
+    options = argparse.Namespace(clients=GUARD_CLIENTS, targets=4, warmup=2, seconds=args.guard_seconds)
+    with submit.DATABASE.fresh():
+        url = submit.DATABASE.url
+        submit.manage(["migrate", "--no-input"], url)
+        keys = submit.issue_keys(GUARD_CLIENTS, url)
+        env = submit.server_env(workdir / "metrics", url, raised_caps=True)
+        with submit.gunicorn(env, workdir, "guard") as server:
+            rows = [
+                submit.run_phase(phase, server, keys, options, None)
+                for phase in (submit.HEALTHZ, submit.SUBMIT)
+            ]
+        submit.check_stored(rows[-1], submit.created_jobs(rows[-1]), options.targets, None)
+    return rows
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def ms(values: list[float], p: float) -> float:
+    return percentile(values, p) * 1000
+
+
+def print_states(states: list[State], args: argparse.Namespace) -> None:
+    print(
+        f"\none client, {args.requests} rounds after {WARMUP_ROUNDS} unmeasured: a stored submit of "
+        f"{TARGETS_PER_JOB} targets, a read of a finished {TARGETS_PER_JOB}-target job "
+        f"({args.content_chars} chars each), the submitted job cancelled; times in ms\n"
+    )
+    header = (
+        f"{'state':<7}{'jobs':>8}{'targets':>9}{'submit p50':>12}{'p90':>7}{'read p50':>10}{'p90':>7}"
+        f"{'cpu oth':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    for s in states:
+        busy = "  (busy machine)" if s.cpu_other > BUSY_MACHINE_CORES else ""
+        print(
+            f"{s.name:<7}{s.jobs:>8}{s.targets:>9}{ms(s.submit, 50):>12.1f}{ms(s.submit, 90):>7.1f}"
+            f"{ms(s.read, 50):>10.1f}{ms(s.read, 90):>7.1f}{s.cpu_other:>9.2f}{busy}"
+        )
+    for s in states:
+        if s.note:
+            print(f"{s.name}: {s.note}")
+    worst = max(max(ms(s.submit, 50), ms(s.read, 50)) for s in states)
+    verdict = "within" if worst <= AIM_MS else "OVER"
+    print(f"slowest p50: {worst:.1f} ms; {verdict} the {AIM_MS:g} ms aim")
+
+
+def print_guard(rows: list[submit.Row]) -> None:
+    print(f"\nguard: {GUARD_CLIENTS} clients, bench.submit's rows on {submit.DATABASE.name}\n")
+    submit.print_table(rows)
+    healthz, stored = rows
+    ratio = stored.rate / healthz.rate
+    verdict = "within" if ratio >= GUARD_AIM else "UNDER"
+    print(f"{stored.stored}")
+    print(f"stored submits / healthz throughput: {ratio:.2f}; {verdict} the {GUARD_AIM} guard")
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def bench(args: argparse.Namespace) -> None:
+    print(f"PostgreSQL: {server_settings()}")
+    web = shlex.join(submit.procfile_web_command(0)[1:])
+    print(f"gunicorn (the Procfile's web line): {web}; SIFT_BATCH_MAX_BYTES={MAX_BYTES}; no cluster")
+    states = []
+    with tempfile.TemporaryDirectory(prefix="sift-bench-api-") as tmp:
+        for name in ("empty", "640k"):
+            print(f"state {name} ...", flush=True)
+            with state_database(name, args.reseed) as database:
+                states.append(measure_state(name, database, args, Path(tmp)))
+        rows = [] if args.no_guard else guard(args, Path(tmp))
+    print_states(states, args)
+    if rows:
+        print_guard(rows)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=200, help="measured rounds per state (default 200)")
+    parser.add_argument(
+        "--content-chars", type=int, default=3000, help="text per target of the job read (default 3000)"
+    )
+    parser.add_argument("--guard-seconds", type=float, default=10, help="measured seconds per guard row")
+    parser.add_argument("--no-guard", action="store_true", help="skip the 16-client guard")
+    parser.add_argument("--reseed", action="store_true", help="build the 640k database again")
+    parser.add_argument("--prepare", choices=("empty", "640k"), help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
+    if args.prepare:
+        serve_prepare(args.prepare, args.content_chars)
+        return 0
+    return harness.run_until_interrupted(lambda: bench(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
