@@ -16,8 +16,10 @@ line and no cluster:
 In each state a child process (this module with ``--prepare``) migrates, issues the client's
 caller (deleting the one of an earlier run, with its jobs), and stores the job to read: 32
 targets submitted through ``runner.submit`` and finished with ``--content-chars`` characters of
-text each and an envelope's meta, as a worker stores them. Then ONE client, on one keep-alive
-connection, repeats ``--requests`` times, after 20 unmeasured rounds:
+text each and an envelope's meta, as a worker stores them. Both states' servers run at once,
+and ONE client per state, on one keep-alive connection, after 20 unmeasured rounds, does
+``--requests`` rounds, the two states taking turns round by round (so that other load on the
+machine hits both alike):
 
 1. ``POST /v1/batch`` with 32 new URLs (under ``.invalid``, never fetched): timed, must be 202;
 2. ``GET /v1/batch/{id}`` of the finished job, with its content: timed, must be 200;
@@ -41,8 +43,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from batch.models import ApiKey, BatchJob
 
 MODULE = "bench.job_api"
+STATES = ("empty", "640k")
 EMPTY = BenchDatabase("sift_bench_api")
 SEEDED = BenchDatabase("sift_bench_api_640k")
 CLIENT_NAME = "bench-api-client"
@@ -243,16 +246,23 @@ def serve_prepare(state: str, content_chars: int) -> None:
 # --- the measurement (this process, no Django) -----------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class State:
+    """One state's database, server and client, and the times measured on it."""
+
     name: str
     database: BenchDatabase
-    jobs: int
-    targets: int
-    submit: list[float]
-    read: list[float]
-    cpu_other: float
+    info: dict[str, Any]
+    server: submit.Server
+    client: Client
     note: str
+    submit: list[float] = field(default_factory=list)
+    read: list[float] = field(default_factory=list)
+
+    def round(self, tag: str, seq: int) -> None:
+        submitted, read = round_trip(self.client, self.info["job"], tag, seq)
+        self.submit.append(submitted)
+        self.read.append(read)
 
 
 def prepared(state: str, database: BenchDatabase, content_chars: int, metrics_dir: Path) -> dict[str, Any]:
@@ -267,7 +277,7 @@ def prepared(state: str, database: BenchDatabase, content_chars: int, metrics_di
 
 def round_trip(client: Client, job_id: str, tag: str, seq: int) -> tuple[float, float]:
     """A timed stored submit and a timed job read, then the new job cancelled: (submit, read) s."""
-    urls = [f"https://{tag}.bench.invalid/{seq}/{i}" for i in range(TARGETS_PER_JOB)]
+    urls = [f"https://{tag}-{seq}.bench.invalid/{i}" for i in range(TARGETS_PER_JOB)]
     status, answer = client.call("POST", "/v1/batch", {"targets": urls})
     submitted = client.elapsed
     if status != 202:
@@ -282,8 +292,13 @@ def round_trip(client: Client, job_id: str, tag: str, seq: int) -> tuple[float, 
     return submitted, read
 
 
-def measure_state(name: str, database: BenchDatabase, args: argparse.Namespace, workdir: Path) -> State:
-    info = prepared(name, database, args.content_chars, workdir / "metrics")
+@contextmanager
+def served_state(
+    name: str, database: BenchDatabase, args: argparse.Namespace, workdir: Path
+) -> Iterator[State]:
+    """The state prepared, its gunicorn up, and a client for it."""
+    metrics = workdir / f"metrics-{name}"  # each gunicorn empties its own on start
+    info = prepared(name, database, args.content_chars, metrics)
     notes = []
     if info["seed_seconds"] is not None:
         notes.append(f"seeded in {info['seed_seconds']:.0f} s")
@@ -291,34 +306,39 @@ def measure_state(name: str, database: BenchDatabase, args: argparse.Namespace, 
         notes.append("seeded database reused")
     if info["renewed"]:
         notes.append(f"{info['renewed']} leases renewed")
-    if name == "640k":
-        execute("VACUUM ANALYZE", database=database.name)
-    env = submit.server_env(workdir / "metrics", database.url, raised_caps=False) | {
-        "SIFT_BATCH_MAX_BYTES": MAX_BYTES
-    }
-    tag = f"c{secrets.token_hex(4)}"
+    execute("VACUUM ANALYZE", database=database.name)
+    env = submit.server_env(metrics, database.url, raised_caps=False) | {"SIFT_BATCH_MAX_BYTES": MAX_BYTES}
     with submit.gunicorn(env, workdir, name) as server:
         client = Client(server.port, info["key"])
         try:
-            for seq in range(WARMUP_ROUNDS):
-                round_trip(client, info["job"], f"w{tag}", seq)
-            before, began = CpuSnapshot.take(), time.monotonic()
-            times = [round_trip(client, info["job"], tag, seq) for seq in range(args.requests)]
-            after = CpuSnapshot.take()
+            yield State(name, database, info, server, client, "; ".join(notes))
         finally:
             client.close()
-        groups = {"ours": bench_processes(server.pids(), after.processes), "pg": database.backend_pids()}
-        other = cores_by_group(before, after, groups, time.monotonic() - began)["other"]
-    return State(
-        name,
-        database,
-        info["jobs"],
-        info["targets"],
-        [s for s, _ in times],
-        [r for _, r in times],
-        other,
-        "; ".join(notes),
-    )
+
+
+def measure_alternately(states: list[State], requests: int) -> float:
+    """``requests`` rounds on each state, taking turns after ``WARMUP_ROUNDS`` unmeasured ones; the
+    cores the rest of the machine used meanwhile.
+
+    The turns start as soon as every server is up: gunicorn closes a keep-alive connection idle
+    for 2 s, which a client would only notice on its next request.
+    """
+    tag = f"c{secrets.token_hex(4)}"
+    for seq in range(WARMUP_ROUNDS):
+        for state in states:
+            state.round(f"w{tag}", seq)
+    for state in states:
+        state.submit.clear()
+        state.read.clear()
+    before, began = CpuSnapshot.take(), time.monotonic()
+    for seq in range(requests):
+        for state in states:
+            state.round(tag, seq)
+    after = CpuSnapshot.take()
+    roots = [pid for state in states for pid in state.server.pids()]
+    backends = [pid for state in states for pid in state.database.backend_pids()]
+    groups = {"ours": bench_processes(roots, after.processes), "pg": backends}
+    return cores_by_group(before, after, groups, time.monotonic() - began)["other"]
 
 
 @contextmanager
@@ -361,7 +381,7 @@ def ms(values: list[float], p: float) -> float:
     return percentile(values, p) * 1000
 
 
-def print_states(states: list[State], args: argparse.Namespace) -> None:
+def print_states(states: list[State], args: argparse.Namespace, cpu_other: float) -> None:
     print(
         f"\none client, {args.requests} rounds after {WARMUP_ROUNDS} unmeasured: a stored submit of "
         f"{TARGETS_PER_JOB} targets, a read of a finished {TARGETS_PER_JOB}-target job "
@@ -373,11 +393,11 @@ def print_states(states: list[State], args: argparse.Namespace) -> None:
     )
     print(header)
     print("-" * len(header))
+    busy = "  (busy machine)" if cpu_other > BUSY_MACHINE_CORES else ""
     for s in states:
-        busy = "  (busy machine)" if s.cpu_other > BUSY_MACHINE_CORES else ""
         print(
-            f"{s.name:<7}{s.jobs:>8}{s.targets:>9}{ms(s.submit, 50):>12.1f}{ms(s.submit, 90):>7.1f}"
-            f"{ms(s.read, 50):>10.1f}{ms(s.read, 90):>7.1f}{s.cpu_other:>9.2f}{busy}"
+            f"{s.name:<7}{s.info['jobs']:>8}{s.info['targets']:>9}{ms(s.submit, 50):>12.1f}"
+            f"{ms(s.submit, 90):>7.1f}{ms(s.read, 50):>10.1f}{ms(s.read, 90):>7.1f}{cpu_other:>9.2f}{busy}"
         )
     for s in states:
         if s.note:
@@ -404,14 +424,17 @@ def bench(args: argparse.Namespace) -> None:
     print(f"PostgreSQL: {server_settings()}")
     web = shlex.join(submit.procfile_web_command(0)[1:])
     print(f"gunicorn (the Procfile's web line): {web}; SIFT_BATCH_MAX_BYTES={MAX_BYTES}; no cluster")
-    states = []
     with tempfile.TemporaryDirectory(prefix="sift-bench-api-") as tmp:
-        for name in ("empty", "640k"):
-            print(f"state {name} ...", flush=True)
-            with state_database(name, args.reseed) as database:
-                states.append(measure_state(name, database, args, Path(tmp)))
+        with ExitStack() as stack:
+            states = []
+            for name in STATES:
+                print(f"state {name} ...", flush=True)
+                database = stack.enter_context(state_database(name, args.reseed))
+                states.append(stack.enter_context(served_state(name, database, args, Path(tmp))))
+            print(f"measuring {args.requests} rounds on each state, taking turns ...", flush=True)
+            cpu_other = measure_alternately(states, args.requests)
         rows = [] if args.no_guard else guard(args, Path(tmp))
-    print_states(states, args)
+    print_states(states, args, cpu_other)
     if rows:
         print_guard(rows)
 
