@@ -165,8 +165,8 @@ def copy_statement(model: Any, overrides: dict[str, str], where: str) -> str:
     )
 
 
-def seed(content_chars: int) -> None:
-    """``SEED_JOBS`` finished jobs of ``SEED_CALLERS`` callers, copied from one template, at once."""
+def seed(content_chars: int, jobs: int = SEED_JOBS, n_callers: int = SEED_CALLERS) -> None:
+    """``jobs`` finished jobs of ``n_callers`` callers, copied from one template, in one transaction."""
     from django.db import connection, transaction
     from django.utils import timezone
 
@@ -174,13 +174,13 @@ def seed(content_chars: int) -> None:
 
     q = connection.ops.quote_name
     with transaction.atomic():
-        callers = [ApiKey.issue(f"{SEED_CALLER_PREFIX}{i}")[0] for i in range(SEED_CALLERS)]
+        callers = [ApiKey.issue(f"{SEED_CALLER_PREFIX}{i}")[0] for i in range(n_callers)]
         template = stored_job(callers[0], "template", content_chars)
         params: dict[str, Any] = {
             "callers": [c.pk for c in callers],
             "n_callers": len(callers),
             "now": timezone.now(),
-            "jobs": SEED_JOBS,
+            "jobs": jobs,
             "template": template.pk,
         }
         with connection.cursor() as cursor:
