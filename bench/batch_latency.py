@@ -217,8 +217,9 @@ class Client:
         self.headers = {"Authorization": f"Bearer {key}"}
         self.elapsed = 0.0
 
-    def call(self, method: str, path: str, body: object = None) -> tuple[int, dict[str, Any]]:
-        headers = dict(self.headers)
+    def call(self, method: str, path: str, body: object = None, key: str = "") -> tuple[int, dict[str, Any]]:
+        """``method path`` as this client's caller, or as the caller of ``key``."""
+        headers = {"Authorization": f"Bearer {key}"} if key else dict(self.headers)
         data = None
         if body is not None:
             data = json.dumps(body).encode()

@@ -13,18 +13,21 @@ line and no cluster:
   ``generate_series``, and kept for the next run (``--reseed`` builds it again); its jobs' leases
   are renewed when they are an hour old, so that no sweep removes them during a run.
 
-In each state a child process (this module with ``--prepare``) migrates, issues the client's
-caller (deleting the one of an earlier run, with its jobs), and stores the job to read: 32
-targets submitted through ``runner.submit`` and finished with ``--content-chars`` characters of
-text each and an envelope's meta, as a worker stores them. Both states' servers run at once,
-and ONE client per state, on one keep-alive connection, after 20 unmeasured rounds, does
-``--requests`` rounds, the two states taking turns round by round (so that other load on the
-machine hits both alike):
+In each state a child process (this module with ``--prepare``) migrates, issues two callers
+(deleting an earlier run's, with their jobs): the submitter, and the reader, whose job is the one
+read: 32 targets submitted through ``runner.submit`` and finished with ``--content-chars``
+characters of text each and an envelope's meta, as a worker stores them. (The submitter's own
+finished jobs would not do: past ``SIFT_BATCH_FINISHED_PER_CALLER`` cancelled jobs, its oldest is
+evicted.) Both states' servers run at once, and ONE client per state, on one keep-alive
+connection, after 20 unmeasured rounds, does ``--requests`` rounds, the two states taking turns
+round by round (so that other load on the machine hits both alike):
 
-1. ``POST /v1/batch`` with 32 new URLs (under ``.invalid``, never fetched): timed, must be 202;
-2. ``GET /v1/batch/{id}`` of the finished job, with its content: timed, must be 200;
-3. ``DELETE /v1/batch/{id}`` of the job just submitted, untimed, so the caller's one live job
-   allows the next submit under the default caps.
+1. ``POST /v1/batch`` with 32 new URLs (under ``.invalid``, never fetched) as the submitter:
+   timed, must be 202 (stored, neither reused nor refused);
+2. ``GET /v1/batch/{id}`` of the reader's finished job, with its content, as the reader: timed,
+   must be 200 with its 32 targets;
+3. ``DELETE /v1/batch/{id}`` of the job just submitted, untimed, so that the submitter's one live
+   job (the default caps) allows the next submit.
 
 A time runs from sending the request to the answer's last byte. The guard follows, on
 ``sift_bench``: ``bench.submit``'s ``GET /healthz`` and ``POST /v1/batch (202)`` rows (16 clients,
@@ -63,7 +66,8 @@ MODULE = "bench.job_api"
 STATES = ("empty", "640k")
 EMPTY = BenchDatabase("sift_bench_api")
 SEEDED = BenchDatabase("sift_bench_api_640k")
-CLIENT_NAME = "bench-api-client"
+SUBMITTER_NAME = "bench-api-submitter"
+READER_NAME = "bench-api-reader"
 SEED_CALLER_PREFIX = "bench-seed-"
 SEED_CALLERS = 400
 SEED_JOBS = 20_000
@@ -215,14 +219,16 @@ def renew_seeded_leases() -> int:
 
 
 def prepare(state: str, content_chars: int) -> dict[str, Any]:
-    """Migrate, make the state, issue the client's caller and store the job it reads."""
+    """Migrate, make the state, issue the submitter and the reader, and store the reader's job."""
     from django.core.management import call_command
     from django_q.models import OrmQ
 
     from batch.models import ApiKey
 
     call_command("migrate", verbosity=0, interactive=False)
-    ApiKey.objects.filter(name=CLIENT_NAME).delete()  # an earlier run's, with its jobs
+    ApiKey.objects.filter(
+        name__in=(SUBMITTER_NAME, READER_NAME)
+    ).delete()  # an earlier run's, with their jobs
     OrmQ.objects.all().delete()  # drain tasks queued by earlier submits: no cluster runs here
     answer: dict[str, Any] = {"seed_seconds": None, "renewed": 0}
     if state == "640k":
@@ -231,10 +237,11 @@ def prepare(state: str, content_chars: int) -> dict[str, Any]:
             seed(SEED_CONTENT_CHARS)
             answer["seed_seconds"] = time.monotonic() - began
         answer["renewed"] = renew_seeded_leases()
-    caller, key = ApiKey.issue(CLIENT_NAME)
-    job = stored_job(caller, f"read-{secrets.token_hex(4)}", content_chars)
+    _, key = ApiKey.issue(SUBMITTER_NAME)
+    reader, reader_key = ApiKey.issue(READER_NAME)
+    job = stored_job(reader, f"read-{secrets.token_hex(4)}", content_chars)
     jobs, targets = seeded_counts()
-    return {**answer, "key": key, "job": job.pk, "jobs": jobs, "targets": targets}
+    return {**answer, "key": key, "reader_key": reader_key, "job": job.pk, "jobs": jobs, "targets": targets}
 
 
 def serve_prepare(state: str, content_chars: int) -> None:
@@ -260,7 +267,7 @@ class State:
     read: list[float] = field(default_factory=list)
 
     def round(self, tag: str, seq: int) -> None:
-        submitted, read = round_trip(self.client, self.info["job"], tag, seq)
+        submitted, read = round_trip(self.client, (self.info["reader_key"], self.info["job"]), tag, seq)
         self.submit.append(submitted)
         self.read.append(read)
 
@@ -275,21 +282,23 @@ def prepared(state: str, database: BenchDatabase, content_chars: int, metrics_di
     return answer
 
 
-def round_trip(client: Client, job_id: str, tag: str, seq: int) -> tuple[float, float]:
-    """A timed stored submit and a timed job read, then the new job cancelled: (submit, read) s."""
+def round_trip(client: Client, read: tuple[str, str], tag: str, seq: int) -> tuple[float, float]:
+    """A timed stored submit, a timed read of the job ``read`` names (reader's key, job id), then
+    the new job cancelled: (submit, read) in seconds."""
+    reader_key, job_id = read
     urls = [f"https://{tag}-{seq}.bench.invalid/{i}" for i in range(TARGETS_PER_JOB)]
     status, answer = client.call("POST", "/v1/batch", {"targets": urls})
     submitted = client.elapsed
     if status != 202:
         raise RuntimeError(f"submit {seq} answered {status}: {answer}")
-    status, body = client.call("GET", f"/v1/batch/{job_id}")
-    read = client.elapsed
+    status, body = client.call("GET", f"/v1/batch/{job_id}", key=reader_key)
+    reading = client.elapsed
     if status != 200 or len(body["targets"]) != TARGETS_PER_JOB:
         raise RuntimeError(f"reading job {job_id} answered {status}")
     status, body = client.call("DELETE", f"/v1/batch/{answer['id']}")
     if status != 200:
         raise RuntimeError(f"cancelling job {answer['id']} answered {status}: {body}")
-    return submitted, read
+    return submitted, reading
 
 
 @contextmanager
