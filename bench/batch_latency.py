@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import random
 import subprocess
 import sys
@@ -290,11 +291,18 @@ def moment(text: str) -> datetime:
 # --- the bench -------------------------------------------------------------------------------
 
 
+def load_average() -> str:
+    """The machine's load over 1, 5 and 15 minutes, and its cores: how shared the figures' CPUs were."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} {five:.1f} {fifteen:.1f} on {os.cpu_count()} cores"
+
+
 def print_setup(args: argparse.Namespace, delays: list[float]) -> None:
     if args.database == "postgresql":
         print(f"PostgreSQL: {server_settings()}")
     else:
         print("SQLite: a fresh file in a temporary directory")
+    print(f"load average: {load_average()}")
     print(
         f"service: gunicorn (the Procfile's web line) and manage.py run_cluster, "
         f"SIFT_BATCH_WORKERS={WORKERS}, production fetch pipeline"
@@ -360,6 +368,7 @@ def bench(args: argparse.Namespace) -> None:
         else:
             runs = measure(args, f"sqlite:///{Path(tmp) / 'bench.sqlite3'}", Path(tmp))
     print_summary(runs)
+    print(f"load average at the end: {load_average()}")
 
 
 def positive(value: str) -> int:

@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import harness, submit
-from bench.batch_latency import Client
-from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group
+from bench.batch_latency import Client, load_average
+from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group, process_cores
 from bench.harness import REPO
 from bench.postgres import BenchDatabase, execute, server_settings
 from bench.stats import percentile
@@ -265,6 +265,7 @@ class State:
     note: str
     submit: list[float] = field(default_factory=list)
     read: list[float] = field(default_factory=list)
+    cpu_ms: float = 0.0  # gunicorn's CPU per measured round (submit, read and cancel)
 
     def round(self, tag: str, seq: int) -> None:
         submitted, read = round_trip(self.client, (self.info["reader_key"], self.info["job"]), tag, seq)
@@ -344,6 +345,9 @@ def measure_alternately(states: list[State], requests: int) -> float:
         for state in states:
             state.round(tag, seq)
     after = CpuSnapshot.take()
+    for state in states:
+        used = sum(process_cores(before, after, pid, 1.0) for pid in state.server.pids())
+        state.cpu_ms = used * 1000 / requests
     roots = [pid for state in states for pid in state.server.pids()]
     backends = [pid for state in states for pid in state.database.backend_pids()]
     groups = {"ours": bench_processes(roots, after.processes), "pg": backends}
@@ -394,11 +398,13 @@ def print_states(states: list[State], args: argparse.Namespace, cpu_other: float
     print(
         f"\none client, {args.requests} rounds after {WARMUP_ROUNDS} unmeasured: a stored submit of "
         f"{TARGETS_PER_JOB} targets, a read of a finished {TARGETS_PER_JOB}-target job "
-        f"({args.content_chars} chars each), the submitted job cancelled; times in ms\n"
+        f"({args.content_chars} chars each), the submitted job cancelled; times in ms. web cpu: "
+        "gunicorn's CPU ms per round (all three requests). cpu oth: cores used by the rest of the "
+        "machine, counting the short-lived PostgreSQL session each request opens\n"
     )
     header = (
         f"{'state':<7}{'jobs':>8}{'targets':>9}{'submit p50':>12}{'p90':>7}{'read p50':>10}{'p90':>7}"
-        f"{'cpu oth':>9}"
+        f"{'web cpu':>9}{'cpu oth':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -406,7 +412,8 @@ def print_states(states: list[State], args: argparse.Namespace, cpu_other: float
     for s in states:
         print(
             f"{s.name:<7}{s.info['jobs']:>8}{s.info['targets']:>9}{ms(s.submit, 50):>12.1f}"
-            f"{ms(s.submit, 90):>7.1f}{ms(s.read, 50):>10.1f}{ms(s.read, 90):>7.1f}{cpu_other:>9.2f}{busy}"
+            f"{ms(s.submit, 90):>7.1f}{ms(s.read, 50):>10.1f}{ms(s.read, 90):>7.1f}{s.cpu_ms:>9.1f}"
+            f"{cpu_other:>9.2f}{busy}"
         )
     for s in states:
         if s.note:
@@ -430,7 +437,7 @@ def print_guard(rows: list[submit.Row]) -> None:
 
 
 def bench(args: argparse.Namespace) -> None:
-    print(f"PostgreSQL: {server_settings()}")
+    print(f"PostgreSQL: {server_settings()}; load average {load_average()}")
     web = shlex.join(submit.procfile_web_command(0)[1:])
     print(f"gunicorn (the Procfile's web line): {web}; SIFT_BATCH_MAX_BYTES={MAX_BYTES}; no cluster")
     with tempfile.TemporaryDirectory(prefix="sift-bench-api-") as tmp:
@@ -444,6 +451,7 @@ def bench(args: argparse.Namespace) -> None:
             cpu_other = measure_alternately(states, args.requests)
         rows = [] if args.no_guard else guard(args, Path(tmp))
     print_states(states, args, cpu_other)
+    print(f"load average at the end: {load_average()}")
     if rows:
         print_guard(rows)
 
