@@ -81,6 +81,8 @@ AIM_MS = 15.0
 GUARD_AIM = 0.15
 GUARD_CLIENTS = 16
 
+# When a job was last read: the seeding sets it, and renews it before a run.
+LEASE_FIELD = "lease"
 # The job's fields a seeded copy sets itself (SQL over the copy's number ``n``, and the run's
 # ``now`` as a parameter); every other field is copied from the template job as it is.
 JOB_COPY_FIELDS = {
@@ -88,11 +90,10 @@ JOB_COPY_FIELDS = {
     "caller": "(%(callers)s::bigint[])[1 + mod(n, %(n_callers)s)]",
     "created_at": "%(now)s::timestamptz - make_interval(secs => n)",
     "finished_at": "%(now)s::timestamptz - make_interval(secs => n) + interval '5 seconds'",
-    "lease": "%(now)s::timestamptz",
+    LEASE_FIELD: "%(now)s::timestamptz",
     "idem_key": "md5('key-' || n) || md5('key2-' || n)",
 }
 TARGET_COPY_FIELDS = {"job": JOB_COPY_FIELDS["id"], "url": "t.url || '?copy=' || n"}
-LEASE_FIELD = "lease"
 
 
 # --- the prepared database (the --prepare child, with Django) --------------------------------
@@ -226,9 +227,8 @@ def prepare(state: str, content_chars: int) -> dict[str, Any]:
     from batch.models import ApiKey
 
     call_command("migrate", verbosity=0, interactive=False)
-    ApiKey.objects.filter(
-        name__in=(SUBMITTER_NAME, READER_NAME)
-    ).delete()  # an earlier run's, with their jobs
+    # An earlier run's callers, with their jobs.
+    ApiKey.objects.filter(name__in=(SUBMITTER_NAME, READER_NAME)).delete()
     OrmQ.objects.all().delete()  # drain tasks queued by earlier submits: no cluster runs here
     answer: dict[str, Any] = {"seed_seconds": None, "renewed": 0}
     if state == "640k":
