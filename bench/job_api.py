@@ -400,7 +400,7 @@ def print_states(states: list[State], args: argparse.Namespace, cpu_other: float
         f"{TARGETS_PER_JOB} targets, a read of a finished {TARGETS_PER_JOB}-target job "
         f"({args.content_chars} chars each), the submitted job cancelled; times in ms. web cpu: "
         "gunicorn's CPU ms per round (all three requests). cpu oth: cores used by the rest of the "
-        "machine, counting the short-lived PostgreSQL session each request opens\n"
+        "machine, not by gunicorn or its PostgreSQL sessions\n"
     )
     header = (
         f"{'state':<7}{'jobs':>8}{'targets':>9}{'submit p50':>12}{'p90':>7}{'read p50':>10}{'p90':>7}"
