@@ -1,6 +1,6 @@
 """The staff console (docs/admin.md): jobs and their targets read-only, cancel and delete, API keys.
 
-Nothing here changes a job's state by itself: cancelling goes through ``runner.cancel``, the
+Nothing here changes a job's state by itself: cancelling goes through ``jobs.cancel``, the
 function ``DELETE /v1/batch/{id}`` uses, and keys are issued by ``ApiKey.issue``, as the
 ``create_api_key`` command does. A key's webhook secret is shown on the page that creates it
 and on the page that rotates it, and nowhere else (docs/webhooks.md).
@@ -26,7 +26,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from batch import runner, webhooks
+from batch import jobs, webhooks
 from batch.models import ApiKey, BatchJob, BatchTarget, TargetStatus, WebhookAttempt
 from batch.summaries import webhook_state
 
@@ -219,7 +219,7 @@ class BatchJobAdmin(admin.ModelAdmin):
             return self._cancel_confirmation(request, list(queryset))
         cancelled, finished = [], []
         for job in queryset:
-            if runner.cancel(job):
+            if jobs.cancel(job):
                 cancelled.append(job)
                 self.log_change(request, job, "Cancelled.")
             else:

@@ -17,7 +17,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.errors import Refused
 from batch.models import FINISHED_STATUSES, ApiKey, BatchJob, BatchTarget
@@ -59,8 +59,8 @@ def submit(client: ApiClient, targets: Sequence[object] = ("https://example.org/
 
 
 def scripted_job(caller: ApiKey, *queries: str) -> BatchJob:
-    """A job submitted through the runner, one target per query for the scripted FetchFunc."""
-    return runner.submit(
+    """A job submitted through the jobs service, one target per query for the scripted FetchFunc."""
+    return jobs.submit(
         caller, validate_targets([f"{SCRIPTED_BASE}{i}?{q}" for i, q in enumerate(queries)])
     ).job
 
@@ -73,7 +73,7 @@ def make_job(
     created_at: datetime | None = None,
     **fields: Any,
 ) -> BatchJob:
-    """A job row as the runner would have left it, with ``targets`` given as BatchTarget fields.
+    """A job row as a submit would have left it, with ``targets`` given as BatchTarget fields.
 
     ``fields`` set BatchJob fields the counts and times derived here do not fit (``n_bytes``, a
     ``lease``, counters of a job whose targets are not stored)."""
@@ -123,7 +123,7 @@ def failed_target(**fields: Any) -> dict[str, Any]:
 N_THREADS = 64
 
 
-def race(submits: Sequence[Callable[..., runner.Submitted]]) -> list[str]:
+def race(submits: Sequence[Callable[..., jobs.Submitted]]) -> list[str]:
     """Run every submit in its own thread, all released at once; return job ids or error codes.
 
     Each answer is ``new:<id>``, ``reused:<id>``, a refusal code, or ``error:<repr>``."""

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from batch import runner
+from batch import jobs
 from batch.api.auth import caller_for_key
 from batch.api.validation import validate_targets
 from batch.models import ApiKey
@@ -27,7 +27,7 @@ def test_the_key_lookup_and_the_submit_statements_are_prepared_when_they_repeat(
     caller, raw_key = ApiKey.issue("repeater")
     for i in range(6):
         assert caller_for_key(raw_key) == caller
-        runner.submit(caller, validate_targets([f"https://example.org/{i}"]))
+        jobs.submit(caller, validate_targets([f"https://example.org/{i}"]))
     prepared = _prepared()
     assert any('FROM "batch_apikey" WHERE "key_sha256" = $1' in s for s in prepared)
     assert any("FOR NO KEY UPDATE" in s for s in prepared)

@@ -13,7 +13,7 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.models import SUBMIT_TOKENS, ApiKey, BatchJob, SubmitLock
 
@@ -61,7 +61,7 @@ def test_a_submit_waiting_for_its_caller_row_holds_no_token(settings, jobs_total
 
     def submit() -> None:
         try:
-            answers.append(runner.submit(caller, validate_targets([URL])).job.id)
+            answers.append(jobs.submit(caller, validate_targets([URL])).job.id)
         except Exception as exc:
             answers.append(repr(exc))
         finally:

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from batch import runner, waits
+from batch import jobs, waits
 from batch.models import BatchJob
 
 from .deployment import Deployment, procfile_command, wait_for
@@ -139,7 +139,7 @@ def test_a_job_finishing_during_a_wait_ends_the_wait_at_once(agent):
     job_id = submit(client)["id"]
 
     def cancel() -> None:
-        runner.cancel(BatchJob.objects.get(pk=job_id))
+        jobs.cancel(BatchJob.objects.get(pk=job_id))
         connection.close()
 
     canceller = threading.Timer(1, cancel)

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from ninja import Schema
 
-from batch import metrics, runner
+from batch import jobs, metrics
 from batch.api.auth import ensure_batch_enabled
 from batch.api.batches import JOB_ID_PATTERN, MAX_DB_INT, read_job
 from batch.api.callbacks import validate_callback_url
@@ -123,7 +123,7 @@ def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     key = validate_idempotency_key(arguments.get("idempotency_key"), name="idempotency_key")
     targets = validate_targets(arguments["targets"])
     callback_url = validate_callback_url(arguments.get("callback_url"))
-    submitted = runner.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
+    submitted = jobs.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
     return _shaped(SubmitOut, {**job_summary(submitted.job, caller), "reused": submitted.reused})
 
 
@@ -135,13 +135,13 @@ def batch_get(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def batch_cancel(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
-    return _shaped(JobSummary, job_summary(runner.cancel_for_caller(caller, arguments["id"]), caller))
+    return _shaped(JobSummary, job_summary(jobs.cancel_for_caller(caller, arguments["id"]), caller))
 
 
 def batch_list(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     limit, offset = arguments.get("limit", 20), arguments.get("offset", 0)
-    jobs, count = runner.list_jobs(caller, limit=limit, offset=offset)
-    items = [job_summary(job, caller) for job in jobs]
+    listed, count = jobs.list_jobs(caller, limit=limit, offset=offset)
+    items = [job_summary(job, caller) for job in listed]
     return _shaped(JobPage, {"items": items, "count": count, "limit": limit, "offset": offset})
 
 
