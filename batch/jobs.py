@@ -17,18 +17,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Count, Model, Sum
-from django.db.models.fields import AutoFieldMixin
+from django.db import transaction
+from django.db.models import Count, QuerySet, Sum, prefetch_related_objects
 from django.utils import timezone
 
-from batch import metrics, wakeups, webhooks
+from batch import metrics, waits, wakeups, webhooks
 from batch.errors import Refusal, Refused
 from batch.models import (
     FINISHED_STATUSES,
     LIVE_STATUSES,
     REUSABLE_STATUSES,
-    SUBMIT_TOKENS,
     ApiKey,
     BatchJob,
     BatchTarget,
@@ -36,7 +34,7 @@ from batch.models import (
     JobStatus,
     SubmitLock,
 )
-from batch.statements import db_time, prepared_cursor
+from batch.summaries import job_summary, target_out
 from capacity.eviction import UncheckedBytes, oldest_over_budget
 from capacity.pacing import Every
 from fetch.outcomes import RetryAfter
@@ -98,21 +96,6 @@ class SubmitRequest:
         return hashlib.sha256(f"{self.content_key}\x00{self.callback_url}".encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class Seen:
-    """What one statement found for a submit: its twins, and the live jobs below each cap."""
-
-    twin_id: str | None
-    keyed_job_id: str | None
-    keyed_sha256: str | None
-    callers_live: int
-    live: int
-
-
-class _NeedEveryToken(Exception):
-    """A submit holding one submit token is near ``JOBS_TOTAL``, or found no free token."""
-
-
 def submit(
     caller: ApiKey,
     targets: Sequence[Target],
@@ -122,26 +105,15 @@ def submit(
 ) -> Submitted:
     """Store a job of validated ``targets`` for ``caller``, or answer the twin it already has.
 
-    ``callback_url`` has passed the fetch guard already (``batch/api/callbacks.py``).
-
-    A first look without locks answers reuses and refusals when the caps are plainly full; only
-    a submit that may create a job takes locks, and near ``JOBS_TOTAL`` it waits for every
-    other such submit (docs/decisions.md, "Submit tokens").
+    ``callback_url`` has passed the fetch guard already (``batch/api/callbacks.py``). Everything
+    is decided under the caller's row lock; a submit that will create a job then takes the one
+    ``SubmitLock`` row too, so the count of live jobs below ``JOBS_TOTAL`` is never stale.
     """
     request = SubmitRequest(content_key(caller.name, targets, callback_url), callback_url, idempotency_key)
-    seen = _look(caller, request, timezone.now())
-    if idempotency_key is not None and seen.keyed_job_id is None and seen.twin_id is not None:
-        # The twin will answer a new key, which is remembered under the caller's lock.
-        answered: Submitted | int = seen.live
-    else:
-        answered = _answer(caller, request, seen)
-    if isinstance(answered, Submitted):
-        return answered
-    far_from_cap = answered + SUBMIT_TOKENS <= settings.SIFT_BATCH_JOBS_TOTAL
-    try:
-        submitted = _store(caller, targets, request, one_token=far_from_cap)
-    except _NeedEveryToken:
-        submitted = _store(caller, targets, request, one_token=False)
+    with transaction.atomic():
+        _lock_caller(caller)
+        now = timezone.now()
+        submitted = _reuse(caller, request, now) or _create(caller, targets, request, now)
     if not submitted.reused:
         metrics.JOBS.labels("created").inc()
         log.info("job %s submitted caller=%s targets=%d", submitted.job.id, caller.name, len(targets))
@@ -158,79 +130,93 @@ def _sweep_now_and_then(now: datetime) -> None:
         sweep_expired_jobs(now)
 
 
-def _store(
-    caller: ApiKey, targets: Sequence[Target], request: SubmitRequest, *, one_token: bool
-) -> Submitted:
-    with transaction.atomic():
-        _lock_caller_and_take_tokens(caller, one_token)
-        now = timezone.now()
-        seen = _look(caller, request, now)
-        answered = _answer(caller, request, seen)
-        if isinstance(answered, Submitted):
-            if request.idempotency_key is not None and seen.keyed_job_id is None:
-                _remember_key(caller, request, answered.job, now)
-            return answered
-        if one_token and answered + SUBMIT_TOKENS > settings.SIFT_BATCH_JOBS_TOTAL:
-            raise _NeedEveryToken
-        job = BatchJob(
+def _lock_caller(caller: ApiKey) -> None:
+    """Serialise the caller's submits: its twins, keys and live jobs are read under this lock.
+
+    FOR NO KEY UPDATE, not FOR UPDATE: a worker's commit checks a job's foreign key to the caller
+    with FOR KEY SHARE, which this lock lets through (docs/workers.md, "Locks between submits and
+    workers"). On SQLite the transaction (``IMMEDIATE``, settings) already holds the one write lock.
+    """
+    ApiKey.objects.select_for_update(no_key=True).filter(pk=caller.pk).values_list("pk").get()
+
+
+def _lock_total() -> None:
+    """Serialise the submits that create jobs, so that two never both take the last place below
+    ``JOBS_TOTAL``. Always taken after the caller's row, so two submits never wait in a cycle."""
+    SubmitLock.objects.select_for_update().filter(pk=1).values_list("pk").get()
+
+
+def _reuse(caller: ApiKey, request: SubmitRequest, now: datetime) -> Submitted | None:
+    """The job this request's idempotency key or its content twin answers, touched; else ``None``.
+
+    A key sent before with another request is refused; a key new to a twin is remembered for it.
+    """
+    if request.idempotency_key is not None:
+        keyed = (
+            IdempotencyKey.objects.filter(caller=caller, key=request.idempotency_key)
+            .select_related("job")
+            .first()
+        )
+        if keyed is not None:
+            if keyed.request_sha256 != request.sha256:
+                raise _key_reused(request.idempotency_key, keyed.job_id)
+            return _touched(keyed.job)
+    twin = (
+        BatchJob.objects.filter(
             caller=caller,
-            caller_class=caller.caller_class,
-            targets_total=len(targets),
-            created_at=now,
-            lease=now,
-            idem_key=request.content_key,
-            callback_url=request.callback_url,
+            content_key=request.content_key,
+            status__in=REUSABLE_STATUSES,
+            created_at__gte=now - _ttl(),
         )
-        _insert(
-            job,
-            [
-                BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict())
-                for i, t in enumerate(targets)
-            ],
-        )
-        job._state.adding = False
-        if request.idempotency_key is not None:
-            _remember_key(caller, request, job, now)
-        transaction.on_commit(wakeups.wake_on_submit)
+        .order_by("-created_at")
+        .first()
+    )
+    if twin is None:
+        return None
+    if request.idempotency_key is not None:
+        _remember_key(caller, request, twin, now)
+    return _touched(twin)
+
+
+def _touched(job: BatchJob) -> Submitted:
+    touch(job)
+    metrics.JOBS.labels("reused").inc()
+    return Submitted(job, reused=True)
+
+
+def _create(caller: ApiKey, targets: Sequence[Target], request: SubmitRequest, now: datetime) -> Submitted:
+    """A new job, once both caps have room; the total's lock is held to the commit."""
+    if _full(_live_jobs(now).filter(caller=caller), settings.SIFT_BATCH_JOBS_PER_CALLER):
+        raise _caller_busy()
+    _lock_total()
+    if _full(_live_jobs(now), settings.SIFT_BATCH_JOBS_TOTAL):
+        raise _jobs_busy()
+    job = BatchJob.objects.create(
+        caller=caller,
+        caller_class=caller.caller_class,
+        targets_total=len(targets),
+        created_at=now,
+        last_read_at=now,
+        content_key=request.content_key,
+        callback_url=request.callback_url,
+    )
+    BatchTarget.objects.bulk_create(
+        BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict()) for i, t in enumerate(targets)
+    )
+    if request.idempotency_key is not None:
+        _remember_key(caller, request, job, now)
+    transaction.on_commit(wakeups.wake_on_submit)
     return Submitted(job, reused=False)
 
 
-def _insert(job: BatchJob, targets: Sequence[BatchTarget]) -> None:
-    """Insert the job and its targets: one statement on PostgreSQL, two on SQLite.
-
-    PostgreSQL runs the job's ``INSERT`` as a data-modifying ``WITH`` of the targets' one (their
-    foreign key to the job is checked at commit); SQLite has no such ``WITH``.
-    """
-    statements = [_insert_statement([job]), _insert_statement(targets)]
-    if connection.vendor == "postgresql":
-        (job_sql, job_values), (targets_sql, target_values) = statements
-        statements = [(f"WITH job AS ({job_sql}) {targets_sql}", [*job_values, *target_values])]
-    with prepared_cursor() as cursor:
-        for sql, values in statements:
-            cursor.execute(sql, values)
+def _live_jobs(now: datetime) -> QuerySet[BatchJob]:
+    """Live jobs that hold a cap: one past its TTL is as good as swept."""
+    return BatchJob.objects.filter(status__in=LIVE_STATUSES, last_read_at__gte=now - _ttl())
 
 
-def _insert_statement(objs: Sequence[Model]) -> tuple[str, list[Any]]:
-    """The ``INSERT`` of ``objs`` (rows of one model, their primary keys set or automatic) and its values.
-
-    ``bulk_create`` and ``create`` less their per-value machinery, which made about a quarter of
-    a submit's Python work; each value is still adapted by its own field, defaults included.
-    """
-    meta = objs[0]._meta
-    # An automatic key is the database's to choose, and a column NULL in every row is NULL
-    # without being sent.
-    fields = [
-        f
-        for f in meta.concrete_fields
-        if not (f.primary_key and isinstance(f, AutoFieldMixin))
-        and any(getattr(obj, f.attname) is not None for obj in objs)
-    ]
-    values = [f.get_db_prep_save(getattr(obj, f.attname), connection) for obj in objs for f in fields]
-    q = connection.ops.quote_name
-    # Names come from the model, values are parameters.
-    table, columns = q(meta.db_table), ", ".join(q(str(f.column)) for f in fields)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    return f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * len(objs))}", values  # noqa: S608
+def _full(live: QuerySet[BatchJob], cap: int) -> bool:
+    # Counting stops at the cap: the answer is the same, and the count stays cheap.
+    return live[:cap].count() >= cap
 
 
 def _remember_key(caller: ApiKey, request: SubmitRequest, job: BatchJob, now: datetime) -> None:
@@ -240,119 +226,31 @@ def _remember_key(caller: ApiKey, request: SubmitRequest, job: BatchJob, now: da
     )
 
 
-def _lock_caller_and_take_tokens(caller: ApiKey, one_token: bool) -> None:
-    """Lock the caller's row, then take one free submit token or every token, in one statement.
-
-    A submit holding one token checked, after taking it, that the live jobs plus every token
-    stay within ``JOBS_TOTAL``; so however many such submits commit, the cap holds. Near the cap a
-    submit holds every token (waiting for the submits holding them), and is the only one that
-    may create a job.
-
-    Locks are always taken in the same order, caller row then tokens, so two submits can never
-    wait on each other in a cycle: the caller's lock is an uncorrelated ``EXISTS``, which
-    PostgreSQL runs once, as the filter that gates the scan of the tokens, before it locks any
-    of them (``tests/test_submit_locks.py`` holds it to that). The caller row is locked FOR NO KEY
-    UPDATE: it still serialises the caller's submits, but not the FOR KEY SHARE with which a
-    worker's commit checks a job's foreign key to it, while this submit waits to touch that job.
-
-    On SQLite the transaction (``IMMEDIATE``, settings) already holds the one write lock.
-    """
-    if connection.vendor != "postgresql":
-        return
-    q = connection.ops.quote_name
-    token, caller_table = q(SubmitLock._meta.db_table), q(ApiKey._meta.db_table)
-    lock = "LIMIT 1 FOR UPDATE SKIP LOCKED" if one_token else "FOR UPDATE"
-    # Names come from the models, the caller's id is a parameter.
-    sql = (
-        f"SELECT {q('id')} FROM {token} WHERE EXISTS ("  # noqa: S608
-        f"SELECT 1 FROM {caller_table} WHERE {q('id')} = %s FOR NO KEY UPDATE) ORDER BY {q('id')} {lock}"
+def _key_reused(key: str, job_id: str) -> Refused:
+    return Refused(
+        Refusal.IDEMPOTENCY_KEY_REUSED,
+        f"idempotency key {key!r} was sent before with a different request (job {job_id})",
+        "Use a new idempotency key for a new request; resend a key only with the same targets "
+        "and callback_url, to retry that request.",
     )
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, [caller.pk])
-        taken = cursor.fetchall()
-    if one_token and not taken:
-        raise _NeedEveryToken
 
 
-def _answer(caller: ApiKey, request: SubmitRequest, seen: Seen) -> Submitted | int:
-    """The job a twin answers, or a refusal when a cap is full; else the live jobs counted."""
-    if seen.keyed_job_id is not None:
-        if seen.keyed_sha256 != request.sha256:
-            raise Refused(
-                Refusal.IDEMPOTENCY_KEY_REUSED,
-                f"idempotency key {request.idempotency_key!r} was sent before with a different request "
-                f"(job {seen.keyed_job_id})",
-                "Use a new idempotency key for a new request; resend a key only with the same targets "
-                "and callback_url, to retry that request.",
-            )
-        if (reused := _reuse(seen.keyed_job_id)) is not None:
-            return reused
-    if seen.twin_id is not None and (reused := _reuse(seen.twin_id)) is not None:
-        return reused
-    if seen.callers_live >= settings.SIFT_BATCH_JOBS_PER_CALLER:
-        raise Refused(
-            Refusal.CALLER_BUSY,
-            f"you already have {settings.SIFT_BATCH_JOBS_PER_CALLER} live job(s)",
-            "Wait for your live job to finish (GET /v1/batch/{id}?wait=30) or cancel it, then submit again.",
-            retry_after=RetryAfter.JOBS,
-        )
-    if seen.live >= settings.SIFT_BATCH_JOBS_TOTAL:
-        raise Refused(
-            Refusal.JOBS_BUSY,
-            "the service is running as many jobs as it may",
-            "Submit again after Retry-After seconds.",
-            retry_after=RetryAfter.JOBS,
-        )
-    return seen.live
+def _caller_busy() -> Refused:
+    return Refused(
+        Refusal.CALLER_BUSY,
+        f"you already have {settings.SIFT_BATCH_JOBS_PER_CALLER} live job(s)",
+        "Wait for your live job to finish (GET /v1/batch/{id}?wait=30) or cancel it, then submit again.",
+        retry_after=RetryAfter.JOBS,
+    )
 
 
-def _reuse(job_id: str) -> Submitted | None:
-    """The twin, touched; ``None`` when it was deleted since it was seen."""
-    twin = BatchJob.objects.filter(pk=job_id).first()
-    if twin is None:
-        return None
-    touch(twin)
-    metrics.JOBS.labels("reused").inc()
-    return Submitted(twin, reused=True)
-
-
-def _look(caller: ApiKey, request: SubmitRequest, now: datetime) -> Seen:
-    """The reusable twin, the job of the idempotency key, and live jobs counted up to each cap.
-
-    One statement, so that the twins and the counts come from one snapshot: a twin committed
-    between two queries would otherwise be counted as a live job but not seen as a twin. Live jobs
-    past their lease are as good as swept: they hold no cap.
-    """
-    job, key = BatchJob._meta.db_table, IdempotencyKey._meta.db_table
-    q = connection.ops.quote_name
-    live = [str(s) for s in LIVE_STATUSES]
-    reusable = [str(s) for s in REUSABLE_STATUSES]
-    in_ = ", ".join(["%s"] * len(live))
-    in_reusable = ", ".join(["%s"] * len(reusable))
-    fresh = db_time(now - _ttl())
-    sql = f"""
-        SELECT
-            (SELECT {q("id")} FROM {q(job)}
-                WHERE {q("caller_id")} = %s AND {q("idem_key")} = %s AND {q("status")} IN ({in_reusable})
-                AND {q("created_at")} >= %s ORDER BY {q("created_at")} DESC LIMIT 1),
-            (SELECT {q("job_id")} FROM {q(key)} WHERE {q("caller_id")} = %s AND {q("key")} = %s),
-            (SELECT {q("request_sha256")} FROM {q(key)} WHERE {q("caller_id")} = %s AND {q("key")} = %s),
-            (SELECT COUNT(*) FROM (SELECT 1 FROM {q(job)} WHERE {q("caller_id")} = %s
-                AND {q("status")} IN ({in_}) AND {q("lease")} >= %s LIMIT %s) mine),
-            (SELECT COUNT(*) FROM (SELECT 1 FROM {q(job)}
-                WHERE {q("status")} IN ({in_}) AND {q("lease")} >= %s LIMIT %s) every_caller)
-    """  # noqa: S608 - names come from the models, values are parameters
-    params = [
-        caller.pk, request.content_key, *reusable, fresh,
-        caller.pk, request.idempotency_key,
-        caller.pk, request.idempotency_key,
-        caller.pk, *live, fresh, settings.SIFT_BATCH_JOBS_PER_CALLER,
-        *live, fresh, settings.SIFT_BATCH_JOBS_TOTAL,
-    ]  # fmt: skip
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, params)
-        twin_id, keyed_job_id, keyed_sha256, callers_live, every_live = cursor.fetchone()
-    return Seen(twin_id, keyed_job_id, keyed_sha256, callers_live, every_live)
+def _jobs_busy() -> Refused:
+    return Refused(
+        Refusal.JOBS_BUSY,
+        "the service is running as many jobs as it may",
+        "Submit again after Retry-After seconds.",
+        retry_after=RetryAfter.JOBS,
+    )
 
 
 def get_job(caller: ApiKey, job_id: str) -> BatchJob:
@@ -369,6 +267,14 @@ def get_job(caller: ApiKey, job_id: str) -> BatchJob:
     return job
 
 
+def read_job(caller: ApiKey, job_id: str, *, wait: float, content: bool) -> dict[str, Any]:
+    """The caller's job with its targets after a bounded wait: what both ``GET /v1/batch/{id}``
+    and MCP's ``batch_get`` answer. ``content=False`` leaves each result's content out."""
+    waited = waits.until_finished(caller, get_job(caller, job_id), seconds=wait)
+    targets = [target_out(t, content=content) for t in waited.job.targets.order_by("idx")]
+    return {**job_summary(waited.job, caller), "targets": targets, "wait_cut_short": waited.cut_short}
+
+
 def get_target(caller: ApiKey, job_id: str, idx: int) -> BatchTarget:
     target = get_job(caller, job_id).targets.filter(idx=idx).first()
     if target is None:
@@ -377,9 +283,9 @@ def get_target(caller: ApiKey, job_id: str, idx: int) -> BatchTarget:
 
 
 def touch(job: BatchJob, now: datetime | None = None) -> None:
-    """Bump the lease: a job its owner reads stays alive for another TTL."""
-    job.lease = now or timezone.now()
-    BatchJob.objects.filter(pk=job.pk).update(lease=job.lease)
+    """Note the read: a job its owner reads stays alive for another TTL."""
+    job.last_read_at = now or timezone.now()
+    BatchJob.objects.filter(pk=job.pk).update(last_read_at=job.last_read_at)
 
 
 def list_jobs(caller: ApiKey, *, limit: int, offset: int) -> tuple[list[BatchJob], int]:
@@ -387,9 +293,10 @@ def list_jobs(caller: ApiKey, *, limit: int, offset: int) -> tuple[list[BatchJob
         BatchJob.objects.filter(caller=caller).order_by("-created_at", "-pk")[offset : offset + limit]
     )
     now = timezone.now()
-    BatchJob.objects.filter(pk__in=[j.pk for j in jobs]).update(lease=now)
+    BatchJob.objects.filter(pk__in=[j.pk for j in jobs]).update(last_read_at=now)
     for job in jobs:
-        job.lease = now
+        job.last_read_at = now
+    prefetch_related_objects(jobs, "webhook", "webhook_attempts")  # what job_summary reads
     return jobs, BatchJob.objects.filter(caller=caller).count()
 
 
@@ -402,7 +309,7 @@ def cancel(job: BatchJob) -> bool:
     now = timezone.now()
     with transaction.atomic():
         changed = BatchJob.objects.filter(pk=job.pk, status__in=LIVE_STATUSES).update(
-            status=JobStatus.CANCELLED, finished_at=now, lease=now
+            status=JobStatus.CANCELLED, finished_at=now, last_read_at=now
         )
         if changed:
             webhooks.job_finished(job.pk, now)
@@ -446,9 +353,11 @@ def _delete_jobs(job_ids: list[str]) -> Removed:
 
 
 def sweep_expired_jobs(now: datetime | None = None) -> Removed:
-    """Delete every job whose lease is older than TTL, with its targets."""
+    """Delete every job not read for longer than the TTL, with its targets."""
     cutoff = (now or timezone.now()) - _ttl()
-    removed = _delete_jobs(list(BatchJob.objects.filter(lease__lt=cutoff).values_list("pk", flat=True)))
+    removed = _delete_jobs(
+        list(BatchJob.objects.filter(last_read_at__lt=cutoff).values_list("pk", flat=True))
+    )
     if removed.jobs:
         metrics.SWEPT.inc(removed.jobs)
         log.info("sweep %s", removed)
@@ -473,7 +382,7 @@ def evict_callers_oldest(caller_id: int, keep: int | None = None) -> Removed:
     """Delete the caller's finished jobs beyond its newest ``keep`` (``SIFT_BATCH_FINISHED_PER_CALLER``).
 
     Bounds the tables per caller as ``MAX_BYTES`` bounds them in all: failed jobs store no
-    bytes, and listing them bumps their leases, so neither the sweep nor the byte budget
+    bytes, and listing them counts as reading them, so neither the sweep nor the byte budget
     would ever remove them. Newest means last finished; other callers and live jobs are never
     touched. One bounded query per call: run after each finish, the excess is a job or two.
     """

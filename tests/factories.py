@@ -76,7 +76,7 @@ def make_job(
     """A job row as a submit would have left it, with ``targets`` given as BatchTarget fields.
 
     ``fields`` set BatchJob fields the counts and times derived here do not fit (``n_bytes``, a
-    ``lease``, counters of a job whose targets are not stored)."""
+    ``last_read_at``, counters of a job whose targets are not stored)."""
     when = created_at or timezone.now()
     finished = [t for t in targets if t.get("status") in ("done", "failed")]
     job = BatchJob.objects.create(
@@ -88,9 +88,9 @@ def make_job(
             "targets_done": len(finished),
             "targets_failed": sum(1 for t in finished if t["status"] == "failed"),
             "created_at": when,
-            "lease": when,
+            "last_read_at": when,
             "finished_at": when if status in FINISHED_STATUSES else None,
-            "idem_key": secrets.token_hex(32),
+            "content_key": secrets.token_hex(32),
             **fields,
         }
     )

@@ -52,7 +52,9 @@ def _fetch_results_of(n_bytes: int) -> worker.FetchFunc:
 def _finished_job(caller, *, n_bytes: int, minutes: int) -> BatchJob:
     target = {"url": URL, "status": "done", "result": {"content": "x", "meta": {}}}
     at = T0 + timedelta(minutes=minutes)
-    return make_job(caller, "done", targets=[target], created_at=at, lease=timezone.now(), n_bytes=n_bytes)
+    return make_job(
+        caller, "done", targets=[target], created_at=at, last_read_at=timezone.now(), n_bytes=n_bytes
+    )
 
 
 def _run_one(fetch: worker.FetchFunc) -> None:

@@ -37,7 +37,7 @@ def test_a_job_past_its_ttl_is_gone_after_the_next_submit(agent, day_ttl):
     assert BatchJob.objects.count() == 1
 
 
-def test_an_owners_read_bumps_the_lease_and_keeps_the_job_alive(agent, day_ttl):
+def test_an_owners_read_moves_last_read_at_and_keeps_the_job_alive(agent, day_ttl):
     _, client = agent
     with time_machine.travel(T0, tick=False):
         job_id = submit(client, [URL])["id"]
@@ -79,13 +79,15 @@ def test_sweep_batches_removes_expired_jobs_and_prints_counts(agent, day_ttl):
 def _finished_job(caller, *, n_bytes: int, minutes: int, status: str = "done") -> BatchJob:
     target = {"url": URL, "status": "done", "result": {"content": "x", "meta": {}}}
     at = T0 + timedelta(minutes=minutes)
-    return make_job(caller, status, targets=[target], created_at=at, lease=timezone.now(), n_bytes=n_bytes)
+    return make_job(
+        caller, status, targets=[target], created_at=at, last_read_at=timezone.now(), n_bytes=n_bytes
+    )
 
 
 def _live_job(caller, *, n_bytes: int, minutes: int) -> BatchJob:
     at = T0 + timedelta(minutes=minutes)
     return make_job(
-        caller, "running", targets=[], created_at=at, lease=timezone.now(), n_bytes=n_bytes,
+        caller, "running", targets=[], created_at=at, last_read_at=timezone.now(), n_bytes=n_bytes,
         targets_total=2, targets_done=1,
     )  # fmt: skip
 
@@ -165,7 +167,7 @@ def test_a_finished_job_evicts_its_callers_oldest_finished_jobs_beyond_the_count
     old = [_finished_job(caller, n_bytes=0, minutes=m, status="failed") for m in range(1, 6)]
     others = [_finished_job(other, n_bytes=0, minutes=m, status="failed") for m in range(1, 6)]
     live = _live_job(caller, n_bytes=0, minutes=0)
-    # Listing bumps every lease; it must not keep jobs beyond the count alive.
+    # Listing moves every job's last_read_at; it must not keep jobs beyond the count alive.
     assert client.get("/v1/batch", limit=100).status_code == 200
     newest = _finish_one_job_through_the_worker(caller, URL + "?fail=timeout")
     kept = set(BatchJob.objects.filter(caller=caller).values_list("pk", flat=True))

@@ -95,10 +95,10 @@ def test_a_wait_that_is_cut_short_still_keeps_the_job_alive(agent, settings):
     _, client = agent
     job_id = submit(client)["id"]
     long_ago = timezone.now() - timedelta(hours=1)
-    BatchJob.objects.filter(pk=job_id).update(lease=long_ago)
+    BatchJob.objects.filter(pk=job_id).update(last_read_at=long_ago)
     body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)[1]
     assert body["wait_cut_short"] is True
-    assert BatchJob.objects.get(pk=job_id).lease > long_ago
+    assert BatchJob.objects.get(pk=job_id).last_read_at > long_ago
 
 
 @pytest.mark.django_db(transaction=True)

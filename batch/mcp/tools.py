@@ -22,16 +22,16 @@ from ninja import Schema
 
 from batch import jobs, metrics
 from batch.api.auth import ensure_batch_enabled
-from batch.api.batches import JOB_ID_PATTERN, MAX_DB_INT, read_job
 from batch.api.callbacks import validate_callback_url
 from batch.api.errors import fetch_error_body, refusal_body
-from batch.api.fetches import fetch_for
 from batch.api.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
 from batch.api.idempotency import validate_idempotency_key
-from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut, job_summary
-from batch.api.validation import validate_targets
+from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut
+from batch.api.validation import validate_target, validate_targets
 from batch.errors import Refusal, Refused
-from batch.models import ApiKey
+from batch.fetching import fetch_for
+from batch.models import JOB_ID_PATTERN, MAX_DB_INT, ApiKey
+from batch.summaries import job_summary
 from fetch.errors import FetchError
 from fetch.limits import MAX_URL_CHARS
 from fetch.outcomes import Outcome
@@ -116,7 +116,8 @@ def _shaped(schema: type[Schema], body: dict[str, Any]) -> dict[str, Any]:
 
 def fetch(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     options = {name: value for name, value in arguments.items() if name != "url"}
-    return _shaped(FetchEnvelope, fetch_for(caller, {"url": arguments["url"], "options": options}))
+    target = validate_target({"url": arguments["url"], "options": options})
+    return _shaped(FetchEnvelope, fetch_for(caller, target))
 
 
 def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +129,7 @@ def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def batch_get(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
-    body = read_job(
+    body = jobs.read_job(
         caller, arguments["id"], wait=arguments.get("wait", 0), content=arguments.get("content", True)
     )
     return _shaped(JobOut, body)
