@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.apps.registry import Apps
@@ -49,7 +50,8 @@ def at_todays_migrations() -> Iterator[Apps]:
 def _fill(apps: Apps) -> str:
     """A caller, a job with two targets and today's schedules, as today's code wrote them."""
     caller = apps.get_model("batch", "ApiKey").objects.create(name="old", key_sha256="b" * 64)
-    job = apps.get_model("batch", "BatchJob").objects.create(
+    old_job: Any = apps.get_model("batch", "BatchJob")  # with the fields it had then
+    job = old_job.objects.create(
         id="c" * 32,
         caller=caller,
         caller_class="fleet",

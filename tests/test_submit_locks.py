@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import pytest
 from django.db import connection, transaction
@@ -47,14 +48,14 @@ def _wait_until_a_session_waits_for_a_lock(timeout: float = 30) -> None:
 
 
 @contextmanager
-def row_locked_elsewhere(model: type[Model], pk: int, **lock: bool) -> Iterator[None]:
+def row_locked_elsewhere(model: type[Model], pk: int, *, no_key: bool = False) -> Iterator[None]:
     """Hold ``model``'s row ``pk`` locked from another connection for the block."""
     holding, release = threading.Event(), threading.Event()
 
     def hold() -> None:
         try:
             with transaction.atomic():
-                list(model._default_manager.select_for_update(**lock).filter(pk=pk))
+                list(model._default_manager.select_for_update(no_key=no_key).filter(pk=pk))
                 holding.set()
                 release.wait(30)
         finally:
@@ -107,7 +108,7 @@ def test_a_reuse_and_a_busy_callers_refusal_never_wait_for_the_submit_lock(setti
     answers: list[str] = []
     with row_locked_elsewhere(SubmitLock, 1):
         for url in (URL, URL + "other"):
-            thread = _in_a_thread(lambda url=url: jobs.submit(caller, validate_targets([url])), answers)
+            thread = _in_a_thread(partial(jobs.submit, caller, validate_targets([url])), answers)
             thread.join(10)
             assert not thread.is_alive(), "the submit waited for the submit lock"
     assert answers == [twin.id, "caller_busy"]
