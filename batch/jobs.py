@@ -1,9 +1,9 @@
-"""The job lifecycle: submit, read, cancel, sweep and evict (docs/workers.md, docs/api.md).
+"""The jobs service: submit, read, list, cancel, sweep and evict; REST and MCP both call it.
 
 Nothing here knows about HTTP or the fetch pipeline: targets arrive parsed and validated
 (``batch/api/validation.py``). Every state change is a conditional UPDATE or happens under row
 locks inside a short transaction, so concurrent web and worker processes never decide on a
-stale read.
+stale read (docs/workers.md, docs/api.md).
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ def _lock_caller(caller: ApiKey) -> None:
 
 def _lock_total() -> None:
     """Serialise the submits that create jobs, so that two never both take the last place below
-    ``JOBS_TOTAL``. Always taken after the caller's row, so two submits never wait in a cycle."""
+    ``JOBS_TOTAL``: a count made under it sees every job committed before it. Always taken after
+    the caller's row, so two submits never wait on each other in a cycle."""
     SubmitLock.objects.select_for_update().filter(pk=1).values_list("pk").get()
 
 
@@ -152,22 +153,15 @@ def _reuse(caller: ApiKey, request: SubmitRequest, now: datetime) -> Submitted |
     A key sent before with another request is refused; a key new to a twin is remembered for it.
     """
     if request.idempotency_key is not None:
-        keyed = (
-            IdempotencyKey.objects.filter(caller=caller, key=request.idempotency_key)
-            .select_related("job")
-            .first()
-        )
+        keys = IdempotencyKey.objects.select_related("job")
+        keyed = keys.filter(caller=caller, key=request.idempotency_key).first()
         if keyed is not None:
             if keyed.request_sha256 != request.sha256:
                 raise _key_reused(request.idempotency_key, keyed.job_id)
             return _touched(keyed.job)
+    twins = BatchJob.objects.filter(caller=caller, content_key=request.content_key)
     twin = (
-        BatchJob.objects.filter(
-            caller=caller,
-            content_key=request.content_key,
-            status__in=REUSABLE_STATUSES,
-            created_at__gte=now - _ttl(),
-        )
+        twins.filter(status__in=REUSABLE_STATUSES, created_at__gte=now - _ttl())
         .order_by("-created_at")
         .first()
     )
@@ -185,10 +179,14 @@ def _touched(job: BatchJob) -> Submitted:
 
 
 def _create(caller: ApiKey, targets: Sequence[Target], request: SubmitRequest, now: datetime) -> Submitted:
-    """A new job, once both caps have room; the total's lock is held to the commit."""
+    """A new job, once both caps have room.
+
+    The total's lock is taken last, after the inserts, so that it is held only for the count
+    that includes this job and for the commit; a full service is refused before any insert
+    (without the lock: a refusal never breaks the cap).
+    """
     if _full(_live_jobs(now).filter(caller=caller), settings.SIFT_BATCH_JOBS_PER_CALLER):
         raise _caller_busy()
-    _lock_total()
     if _full(_live_jobs(now), settings.SIFT_BATCH_JOBS_TOTAL):
         raise _jobs_busy()
     job = BatchJob.objects.create(
@@ -205,6 +203,9 @@ def _create(caller: ApiKey, targets: Sequence[Target], request: SubmitRequest, n
     )
     if request.idempotency_key is not None:
         _remember_key(caller, request, job, now)
+    _lock_total()
+    if _full(_live_jobs(now), settings.SIFT_BATCH_JOBS_TOTAL + 1):  # this job counted too
+        raise _jobs_busy()  # and the inserts are rolled back
     transaction.on_commit(wakeups.wake_on_submit)
     return Submitted(job, reused=False)
 
@@ -317,13 +318,8 @@ def cancel(job: BatchJob) -> bool:
     if changed:
         metrics.JOBS.labels("cancelled").inc()
         evict_callers_oldest(job.caller_id)
-        log.info(
-            "job %s cancelled caller_id=%s done=%d/%d",
-            job.id,
-            job.caller_id,
-            job.targets_done,
-            job.targets_total,
-        )
+        done = f"{job.targets_done}/{job.targets_total}"
+        log.info("job %s cancelled caller_id=%s done=%s", job.id, job.caller_id, done)
     return bool(changed)
 
 
