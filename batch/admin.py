@@ -1,6 +1,6 @@
 """The staff console (docs/admin.md): jobs and their targets read-only, cancel and delete, API keys.
 
-Nothing here changes a job's state by itself: cancelling goes through ``runner.cancel``, the
+Nothing here changes a job's state by itself: cancelling goes through ``jobs.cancel``, the
 function ``DELETE /v1/batch/{id}`` uses, and keys are issued by ``ApiKey.issue``, as the
 ``create_api_key`` command does. A key's webhook secret is shown on the page that creates it
 and on the page that rotates it, and nowhere else (docs/webhooks.md).
@@ -26,7 +26,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from batch import runner, webhooks
+from batch import jobs, webhooks
 from batch.models import ApiKey, BatchJob, BatchTarget, TargetStatus, WebhookAttempt
 from batch.summaries import webhook_state
 
@@ -151,9 +151,9 @@ class BatchJobAdmin(admin.ModelAdmin):
             "Progress",
             {"fields": ["progress", "targets_total", "targets_done", "targets_failed", "result_bytes"]},
         ),
-        ("Times", {"fields": ["created_at", "finished_at", "lease", "expires", "served_at"]}),
+        ("Times", {"fields": ["created_at", "finished_at", "last_read_at", "expires", "served_at"]}),
         ("Webhook", {"fields": ["callback_url", "webhook_delivery"]}),
-        ("Idempotency", {"fields": ["idem_key"], "classes": ["collapse"]}),
+        ("Reuse", {"fields": ["content_key"], "classes": ["collapse"]}),
     ]
     readonly_fields = flatten_fieldsets(fieldsets)
     cancel_confirmation_template = "admin/batch/batchjob/cancel_selected_confirmation.html"
@@ -207,9 +207,9 @@ class BatchJobAdmin(admin.ModelAdmin):
         at = f" at {display_for_value(when, '')}" if when and state["state"] != "failed" else ""
         return f"{state['state']}{at}, {len(state['attempts'])} attempt(s)"
 
-    @admin.display(description="expires", ordering="lease")
+    @admin.display(description="expires", ordering="last_read_at")
     def expires(self, job: BatchJob) -> str:
-        # expires_at is lease + TTL, not a column, so the lease sorts it.
+        # expires_at is last_read_at + TTL, not a column, so last_read_at sorts it.
         return display_for_value(job.expires_at, self.get_empty_value_display())
 
     @admin.action(description="Cancel selected jobs", permissions=["cancel"])
@@ -219,7 +219,7 @@ class BatchJobAdmin(admin.ModelAdmin):
             return self._cancel_confirmation(request, list(queryset))
         cancelled, finished = [], []
         for job in queryset:
-            if runner.cancel(job):
+            if jobs.cancel(job):
                 cancelled.append(job)
                 self.log_change(request, job, "Cancelled.")
             else:

@@ -33,6 +33,12 @@ def new_job_id() -> str:
     return secrets.token_hex(16)
 
 
+# What ``new_job_id`` makes: the API refuses any other job id before it reaches the database.
+JOB_ID_PATTERN = r"^[0-9a-f]{32}$"
+# The largest value an integer column holds: a bound for indexes and offsets the API accepts.
+MAX_DB_INT = 2**31 - 1
+
+
 def hash_key(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
@@ -122,30 +128,20 @@ class TargetStatus(models.TextChoices):
 OUTCOME_CHOICES = [(outcome.value, outcome.value) for outcome in Outcome]
 
 
-# How many ``SubmitLock`` rows exist: how many submits may create jobs at once while the live jobs
-# stay at least this many below ``JOBS_TOTAL`` (docs/decisions.md, "Submit tokens").
-SUBMIT_TOKENS = 32
-
-
 class SubmitLock(models.Model):
-    """``SUBMIT_TOKENS`` rows that keep ``JOBS_TOTAL`` race-free without serialising every submit.
+    """One row every submit that may create a job locks, so ``JOBS_TOTAL`` holds under concurrency.
 
-    Far below the cap a submit holds one free row (``SKIP LOCKED``), so at most ``SUBMIT_TOKENS``
-    far-off submits are in flight; near the cap a submit locks every row, which waits for them all
-    and admits no other (docs/decisions.md).
+    The live jobs are counted under it: two submits can never both see room for one more job
+    (docs/decisions.md, "One lock for the total cap").
     """
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
 
     class Meta:
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(id__gte=1, id__lte=SUBMIT_TOKENS), name="submitlock_id_in_token_range"
-            )
-        ]
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="submitlock_single_row")]
 
     def __str__(self) -> str:
-        return f"submit lock {self.id}"
+        return "submit lock"
 
 
 class BatchJob(models.Model):
@@ -159,9 +155,11 @@ class BatchJob(models.Model):
     targets_failed = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
-    lease = models.DateTimeField()
+    # When its owner last read it (or submitted it): the job lives until this plus SIFT_BATCH_TTL.
+    last_read_at = models.DateTimeField()
     n_bytes = models.BigIntegerField(default=0)
-    idem_key = models.CharField(max_length=64)
+    # SHA-256 of the caller and the request (targets, callback URL): finds a twin to reuse.
+    content_key = models.CharField(max_length=64)
     # When a worker last took a target of this job: the round-robin turn (docs/workers.md).
     served_at = models.DateTimeField(null=True, blank=True)
     # Where the finished job's summary is POSTed, signed (docs/webhooks.md); "" for none.
@@ -172,10 +170,10 @@ class BatchJob(models.Model):
         permissions = [("cancel_batchjob", "Can cancel batch jobs")]
         indexes = [
             models.Index(fields=["caller", "status"], name="job_caller_status"),
-            models.Index(fields=["caller", "idem_key"], name="job_caller_idem"),
+            models.Index(fields=["caller", "content_key"], name="job_caller_content"),
             models.Index(fields=["caller", "-created_at"], name="job_caller_newest"),
             models.Index(fields=["status", "created_at"], name="job_status_created"),
-            models.Index(fields=["lease"], name="job_lease"),
+            models.Index(fields=["last_read_at"], name="job_last_read"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="job_status_valid"),
@@ -199,7 +197,7 @@ class BatchJob(models.Model):
 
     @property
     def expires_at(self) -> datetime:
-        return self.lease + timedelta(seconds=settings.SIFT_BATCH_TTL)
+        return self.last_read_at + timedelta(seconds=settings.SIFT_BATCH_TTL)
 
     @property
     def is_live(self) -> bool:

@@ -1,4 +1,5 @@
-"""A job as its caller sees it: the summary the API answers and a finished job's webhook carries.
+"""A job as its caller sees it: the summary the API answers and a finished job's webhook carries,
+and each of its targets.
 
 Shared by the HTTP surface (``batch/api``, MCP) and the job side (``batch/webhooks.py``), so the
 two can never describe a job differently (docs/api.md, docs/webhooks.md).
@@ -10,11 +11,11 @@ from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 
-from batch.models import ApiKey, BatchJob, WebhookDelivery
+from batch.models import ApiKey, BatchJob, BatchTarget, WebhookDelivery
 
 
 def job_summary(job: BatchJob, caller: ApiKey) -> dict[str, Any]:
-    """Every job field but ``idem_key``, with its webhook's state; ``caller`` spares a query."""
+    """Every job field but ``content_key``, with its webhook's state; ``caller`` spares a query."""
     return {
         "id": job.id,
         "caller": caller.name,
@@ -26,11 +27,29 @@ def job_summary(job: BatchJob, caller: ApiKey) -> dict[str, Any]:
         "targets_failed": job.targets_failed,
         "created_at": job.created_at,
         "finished_at": job.finished_at,
-        "lease": job.lease,
+        "last_read_at": job.last_read_at,
         "expires_at": job.expires_at,
         "n_bytes": job.n_bytes,
         "callback_url": job.callback_url or None,
         "webhook": webhook_state(job),
+    }
+
+
+def target_out(target: BatchTarget, *, content: bool = True) -> dict[str, Any]:
+    """A target with its result; ``content=False`` leaves the result's content out."""
+    result = target.result
+    if result is not None and not content:
+        result = {k: v for k, v in result.items() if k != "content"}
+    return {
+        "idx": target.idx,
+        "url": target.url,
+        "options": target.options,
+        "status": target.status,
+        "result": result,
+        "error": target.error or None,
+        "hint": target.hint or None,
+        "outcome": target.outcome,
+        "attempts": target.attempts,
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from batch import runner, wakeups, worker
+from batch import jobs, wakeups, worker
 from batch.wakeups import Wake
 
 
@@ -21,6 +21,6 @@ def wake_stranded_work() -> int:
 
 
 def sweep_and_evict() -> str:
-    swept = runner.sweep_expired_jobs()
-    evicted = runner.evict_every_callers_oldest() + runner.evict_oldest()
+    swept = jobs.sweep_expired_jobs()
+    evicted = jobs.evict_every_callers_oldest() + jobs.evict_oldest()
     return f"sweep: {swept}; evict: {evicted}"

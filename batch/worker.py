@@ -34,7 +34,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from batch import metrics, runner, storable, wakeups, webhooks
+from batch import jobs, metrics, storable, wakeups, webhooks
 from batch.models import (
     LIVE_STATUSES,
     ApiKey,
@@ -477,7 +477,7 @@ def _ending(claim: Claim, successor: Successor | None) -> Iterator[Ending]:
 def _evict_after(ref: TargetRef, stored: Stored) -> None:
     # The target is stored and its slot free; a failing eviction must not end the drain.
     try:
-        runner.evict_after_store(stored.n_bytes, ended_for=stored.ended_for)
+        jobs.evict_after_store(stored.n_bytes, ended_for=stored.ended_for)
     except Exception:
         log.exception("job %s target %d: eviction after the store failed", ref.job_id, ref.idx)
 

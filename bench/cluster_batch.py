@@ -14,7 +14,7 @@ fetch (``batch.adapter.fetch_target``, no ``SIFT_TEST_FETCH_FUNC``). Then, ``--r
   extraction) by ``--workers`` threads taking them in index order, in one process: a child of
   this one (this module with ``--direct-lanes``), started once like the cluster, so that neither
   phase shares its process with the upstream server;
-- ``batch``: one 32-target job through ``batch.runner.submit``, timed from just before the
+- ``batch``: one 32-target job through ``batch.jobs.submit``, timed from just before the
   submit until a poll of the job (every 20 ms) sees it finished; ``db`` is the job's own
   ``created_at`` -> ``finished_at``, exact.
 
@@ -307,13 +307,13 @@ def direct_phase(run: int, urls: list[str], setup: Setup) -> Phase:
 
 
 def batch_phase(run: int, urls: list[str], setup: Setup) -> Phase:
-    from batch import runner
+    from batch import jobs
     from batch.api.validation import validate_targets
 
     targets: list[object] = list(urls)
     before = CpuSnapshot.take()
     started, submit_began = time.perf_counter(), time.time()
-    job_id = runner.submit(setup.caller, validate_targets(targets)).job.pk
+    job_id = jobs.submit(setup.caller, validate_targets(targets)).job.pk
     submit_returned = time.time()
     harness.wait_until_finished(job_id, FINISH_POLL_SECONDS, JOB_TIMEOUT_SECONDS)
     total = time.perf_counter() - started

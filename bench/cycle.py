@@ -98,12 +98,12 @@ def counting_commits(connection: Any) -> Iterator[list[int]]:
 def drain_one_job(caller: Any, label: str, n_targets: int) -> Drained:
     from django.db import connections
 
-    from batch import runner, worker
+    from batch import jobs, worker
     from batch.api.validation import validate_targets
     from bench.noop import noop
 
     targets: list[object] = [f"https://{label}.bench.invalid/{i}" for i in range(n_targets)]
-    runner.submit(caller, validate_targets(targets))
+    jobs.submit(caller, validate_targets(targets))
     connection = connections["default"]
     tally = SqlTally()
     with counting_commits(connection) as commits, connection.execute_wrapper(tally):

@@ -89,11 +89,11 @@ def patiently(query: Callable[[], T], timeout: float = 60) -> T:
 
 
 def submit(caller: ApiKey, name: str, queries: list[str]) -> BatchJob:
-    from batch import runner
+    from batch import jobs
     from batch.api.validation import validate_targets
 
     urls: list[object] = [f"https://{name}.faults.invalid/{i}?{q}" for i, q in enumerate(queries)]
-    return runner.submit(caller, validate_targets(urls)).job
+    return jobs.submit(caller, validate_targets(urls)).job
 
 
 def settle(job: BatchJob) -> None:

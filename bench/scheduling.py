@@ -6,7 +6,7 @@ One command does everything: it recreates the ``sift_bench_sched`` database on t
 PostgreSQL, migrates it, issues a caller, starts ``manage.py qcluster`` on it with
 ``SIFT_TEST_FETCH_FUNC=bench.noop.noop`` (a fetch that returns an empty result at once), then
 submits ``--runs`` jobs of ``--targets`` targets one after another through
-``batch.runner.submit``, each after the previous one finished, so every job starts on an idle
+``batch.jobs.submit``, each after the previous one finished, so every job starts on an idle
 cluster as an agent's would. An unmeasured warm-up job goes first. At the end, also on Ctrl-C
 or an error, it stops the cluster and drops the database. Under the table it prints the CPU the
 benchmark and everything else on the machine used, and warns when other work competed.
@@ -23,7 +23,7 @@ host's clock throughout. Per target, in the order one worker ran them:
 - ``cycle``: ``started_at`` to the next ``started_at`` on the same worker (held + gap): the
   per-target overhead, to compare with the 15 ms aim.
 
-Per job: ``submit`` is the ``runner.submit`` call, ``wake`` runs from the start of that call to
+Per job: ``submit`` is the ``jobs.submit`` call, ``wake`` runs from the start of that call to
 the first ``started_at`` (the cluster picking up the drain task), ``drain`` from the first
 ``started_at`` to the job's ``finished_at``, and ``total`` = ``wake`` + ``drain``. Under the
 table, the CPU the cluster's processes and the database's backends used per measured target
@@ -80,14 +80,14 @@ class JobRun:
 def run_job(caller: ApiKey, run: int, n_targets: int) -> JobRun:
     from django.utils import timezone
 
-    from batch import runner
+    from batch import jobs
     from batch.api.validation import validate_targets
 
     # Distinct URLs per run, or the submit would reuse the previous run's job (docs/api.md).
     targets: list[object] = [f"https://run{run}.bench.invalid/{i}" for i in range(n_targets)]
     submitted = timezone.now()
     began = time.perf_counter()
-    job = runner.submit(caller, validate_targets(targets)).job
+    job = jobs.submit(caller, validate_targets(targets)).job
     submit_seconds = time.perf_counter() - began
     status, finished = harness.wait_until_finished(job.pk, FINISH_POLL_SECONDS, JOB_TIMEOUT_SECONDS)
     if status != "done":

@@ -101,11 +101,6 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that a qcluster subprocess in the end-to-end tests sees the same
     # database; one per process, so that parallel test runs never share it.
     _database["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"sift-test-{os.getpid()}.sqlite3")}
-if _database["ENGINE"] == "django.db.backends.postgresql":
-    # Django binds the ORM's parameters on the client, which psycopg never prepares. The few
-    # statements bound by the server (batch/statements.py, the cache's store) are prepared on
-    # their connection from their 5th run, psycopg's own default, which Django turns off.
-    _database.setdefault("OPTIONS", {})["prepare_threshold"] = 5
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -16,7 +16,6 @@ from batch.models import ApiKey, SubmitLock
 from .factories import ApiClient, MakeCaller
 
 ROWS_MIGRATION = importlib.import_module("batch.migrations.0002_rows_and_schedules")
-TOKENS_MIGRATION = importlib.import_module("batch.migrations.0003_idempotency_header")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -43,7 +42,6 @@ def rows_made_by_migrations(request: pytest.FixtureRequest) -> None:
     request.getfixturevalue("_django_db_helper")
     if not SubmitLock.objects.exists():
         ROWS_MIGRATION.create_rows(apps, None)
-        TOKENS_MIGRATION.create_rows(apps, None)
 
 
 @pytest.fixture

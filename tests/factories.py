@@ -17,7 +17,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.errors import Refused
 from batch.models import FINISHED_STATUSES, ApiKey, BatchJob, BatchTarget
@@ -59,8 +59,8 @@ def submit(client: ApiClient, targets: Sequence[object] = ("https://example.org/
 
 
 def scripted_job(caller: ApiKey, *queries: str) -> BatchJob:
-    """A job submitted through the runner, one target per query for the scripted FetchFunc."""
-    return runner.submit(
+    """A job submitted through the jobs service, one target per query for the scripted FetchFunc."""
+    return jobs.submit(
         caller, validate_targets([f"{SCRIPTED_BASE}{i}?{q}" for i, q in enumerate(queries)])
     ).job
 
@@ -73,10 +73,10 @@ def make_job(
     created_at: datetime | None = None,
     **fields: Any,
 ) -> BatchJob:
-    """A job row as the runner would have left it, with ``targets`` given as BatchTarget fields.
+    """A job row as a submit would have left it, with ``targets`` given as BatchTarget fields.
 
     ``fields`` set BatchJob fields the counts and times derived here do not fit (``n_bytes``, a
-    ``lease``, counters of a job whose targets are not stored)."""
+    ``last_read_at``, counters of a job whose targets are not stored)."""
     when = created_at or timezone.now()
     finished = [t for t in targets if t.get("status") in ("done", "failed")]
     job = BatchJob.objects.create(
@@ -88,9 +88,9 @@ def make_job(
             "targets_done": len(finished),
             "targets_failed": sum(1 for t in finished if t["status"] == "failed"),
             "created_at": when,
-            "lease": when,
+            "last_read_at": when,
             "finished_at": when if status in FINISHED_STATUSES else None,
-            "idem_key": secrets.token_hex(32),
+            "content_key": secrets.token_hex(32),
             **fields,
         }
     )
@@ -123,7 +123,7 @@ def failed_target(**fields: Any) -> dict[str, Any]:
 N_THREADS = 64
 
 
-def race(submits: Sequence[Callable[..., runner.Submitted]]) -> list[str]:
+def race(submits: Sequence[Callable[..., jobs.Submitted]]) -> list[str]:
     """Run every submit in its own thread, all released at once; return job ids or error codes.
 
     Each answer is ``new:<id>``, ``reused:<id>``, a refusal code, or ``error:<repr>``."""

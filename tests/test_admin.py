@@ -164,9 +164,9 @@ def test_job_page_shows_every_field_read_only_with_its_targets_inline(
     assert response.status_code == 200
     content = response.content.decode()
     assert 'name="_save"' not in content
-    for field in ("status", "caller", "error", "targets_total", "idem_key"):
+    for field in ("status", "caller", "error", "targets_total", "content_key"):
         assert f'name="{field}"' not in content
-    assert job.idem_key in content
+    assert job.content_key in content
     assert "2/3, 1 failed" in content
     for target in job.targets.all():
         assert reverse("admin:batch_batchtarget_change", args=[target.pk]) in content

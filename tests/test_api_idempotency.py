@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.errors import Refused
 from batch.mcp import tools
@@ -75,11 +75,11 @@ def test_same_key_with_other_options_is_a_different_request(agent):
 def test_same_key_with_another_callback_url_is_a_different_request(make_caller):
     caller, _ = make_caller()
     targets = validate_targets([URL])
-    job = runner.submit(caller, targets, callback_url="https://hooks.example.org/a", idempotency_key=KEY).job
-    again = runner.submit(caller, targets, callback_url="https://hooks.example.org/a", idempotency_key=KEY)
+    job = jobs.submit(caller, targets, callback_url="https://hooks.example.org/a", idempotency_key=KEY).job
+    again = jobs.submit(caller, targets, callback_url="https://hooks.example.org/a", idempotency_key=KEY)
     assert (again.job.id, again.reused) == (job.id, True)
     with pytest.raises(Refused) as refused:
-        runner.submit(caller, targets, callback_url="https://hooks.example.org/b", idempotency_key=KEY)
+        jobs.submit(caller, targets, callback_url="https://hooks.example.org/b", idempotency_key=KEY)
     assert refused.value.code == "idempotency_key_reused"
 
 
@@ -181,8 +181,8 @@ def test_openapi_describes_the_header_and_the_422(db):
 def test_keys_are_remembered_per_caller_in_the_database(make_caller: MakeCaller):
     alice, _ = make_caller("alice")
     bob: ApiKey = make_caller("bob")[0]
-    runner.submit(alice, validate_targets([URL]), idempotency_key=KEY)
-    runner.submit(bob, validate_targets([URL]), idempotency_key=KEY)
+    jobs.submit(alice, validate_targets([URL]), idempotency_key=KEY)
+    jobs.submit(bob, validate_targets([URL]), idempotency_key=KEY)
     assert IdempotencyKey.objects.filter(key=KEY).count() == 2
 
 

@@ -28,7 +28,7 @@ def test_get_job_returns_every_summary_field_and_its_targets(agent):
     body = client.get(f"/v1/batch/{job['id']}").json()
     assert set(body) == {
         "id", "caller", "caller_class", "status", "error", "targets_total", "targets_done",
-        "targets_failed", "created_at", "finished_at", "lease", "expires_at", "n_bytes", "targets",
+        "targets_failed", "created_at", "finished_at", "last_read_at", "expires_at", "n_bytes", "targets",
         "wait_cut_short", "callback_url", "webhook",
     }  # fmt: skip
     assert body["caller"] == "agent"

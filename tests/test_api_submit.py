@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 
-from batch.models import BatchJob, BatchTarget
+from batch.models import BatchJob, BatchTarget, SubmitLock
 
 from .factories import MakeCaller
 
@@ -23,7 +22,7 @@ def test_submit_answers_202_with_location_and_stores_job_and_targets_before_answ
     assert body["reused"] is False
     assert body["status"] == "queued"
     assert body["targets_total"] == 2
-    assert "idem_key" not in body
+    assert "content_key" not in body
     job = BatchJob.objects.get(pk=body["id"])
     targets = list(job.targets.order_by("idx").values_list("idx", "url", "status", "options"))
     assert targets == [(0, URL, "pending", {}), (1, URL + "2", "pending", {"mode": "text"})]
@@ -181,10 +180,10 @@ def test_submit_issues_a_bounded_number_of_queries_whatever_the_number_of_target
     agent, n_targets, django_assert_max_num_queries, django_capture_on_commit_callbacks
 ):
     _, client = agent
-    # 13: auth (2), a look without locks, caller row, submit token, a look under them, job +
-    # targets (2), a savepoint's begin and end (2, inside the test's transaction), wake the
-    # workers (2); the sweep runs at most once a second
-    with django_assert_max_num_queries(13), django_capture_on_commit_callbacks(execute=True) as callbacks:
+    # 16: auth (2), the caller's row, its twin, its live jobs, every live job, job + targets (2),
+    # the total's row, every live job again, a savepoint's begin and end (2, inside the test's
+    # transaction), wake the workers (2), and the sweep's look (at most once a second)
+    with django_assert_max_num_queries(16), django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = client.post("/v1/batch", {"targets": [f"{URL}?{i}" for i in range(n_targets)]})
     assert response.status_code == 202
     assert len(callbacks) == 1
@@ -318,15 +317,18 @@ def test_a_stored_target_is_rebuilt_without_compiling_its_programs(monkeypatch):
     assert target.options.page_ranges == ((1, 2),)
 
 
-def test_a_refusal_and_a_reuse_take_a_few_queries_and_no_lock(agent, settings, django_assert_max_num_queries):
+def test_a_refusal_and_a_reuse_take_a_few_queries_and_never_the_submit_lock(
+    agent, settings, django_assert_max_num_queries
+):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     _, client = agent
     client.post("/v1/batch", {"targets": [URL]})
-    # auth (1, the key's use was noted by the first submit), one look
-    with django_assert_max_num_queries(2) as refused:
+    # auth (1, the key's use was noted by the first submit), a savepoint's begin, rollback and
+    # release (3, inside the test's transaction), the caller's row, its twin, its live jobs
+    with django_assert_max_num_queries(7) as refused:
         assert client.post("/v1/batch", {"targets": [URL + "?other"]}).status_code == 429
-    # auth, one look, the twin read and touched (2)
-    with django_assert_max_num_queries(4) as reused:
+    # auth, a savepoint's begin and release (2), the caller's row, the twin read and touched (2)
+    with django_assert_max_num_queries(6) as reused:
         assert client.post("/v1/batch", {"targets": [URL]}).status_code == 200
     sql = " ".join(q["sql"] for q in [*refused.captured_queries, *reused.captured_queries])
-    assert not re.search(r"FOR (NO KEY )?UPDATE|SAVEPOINT|BEGIN", sql)
+    assert SubmitLock._meta.db_table not in sql

@@ -12,7 +12,7 @@ import time
 import pytest
 from werkzeug import Response
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.models import BatchJob
 
@@ -50,7 +50,7 @@ def test_a_mixed_job_ends_partial_with_each_result_and_the_429_retried_after_ret
     )
     deployment.start_cluster()
     try:
-        job = runner.submit(
+        job = jobs.submit(
             caller,
             validate_targets(
                 [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from batch import runner
+from batch import jobs
 from batch.models import BatchJob
 
 from . import fetchers
@@ -92,7 +92,7 @@ def test_a_small_job_submitted_second_is_not_starved_by_a_big_one(deploy, make_c
     _finished(small)
     starts = [url for event, _, _, url in fetchers.read_calls(tmp_path) if event == "start"]
     assert sum("big=" in url for url in starts[: starts.index(next(u for u in starts if "small" in u))]) <= 2
-    runner.cancel(big)
+    jobs.cancel(big)
 
 
 def test_busy_targets_are_retried_and_give_up_after_retry_for_while_others_finish(deploy, make_caller):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.models import BatchJob
 from batch.supervisor import live_processes
@@ -94,9 +94,7 @@ def test_three_stops_in_a_row_each_end_within_20s_and_the_job_then_completes_onc
     deployment, agent, tmp_path, how
 ):
     caller, _ = agent
-    job = runner.submit(
-        caller, validate_targets([f"{BASE}0?sleep=2", f"{BASE}1?block=1", f"{BASE}2?c=1"])
-    ).job
+    job = jobs.submit(caller, validate_targets([f"{BASE}0?sleep=2", f"{BASE}1?block=1", f"{BASE}2?c=1"])).job
 
     # First stop: the target in flight takes 2 s, less than a worker's grace, and is stored.
     deployment.start_cluster()

@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from batch import runner, worker
+from batch import jobs, worker
 from batch.api.validation import validate_targets
-from batch.models import SUBMIT_TOKENS, ApiKey, BatchJob, BatchTarget, IdempotencyKey
+from batch.models import ApiKey, BatchJob, BatchTarget, IdempotencyKey
 from fetch.targets import Target
 
 from .factories import N_THREADS, race
@@ -29,7 +29,7 @@ def test_one_caller_with_distinct_targets_gets_exactly_its_cap(settings, round_)
     settings.SIFT_BATCH_JOBS_TOTAL = 100
     caller, _ = ApiKey.issue(f"racer{round_}")
     answers = race(
-        [lambda i=i: runner.submit(caller, validate_targets([f"{URL}?{i}"])) for i in range(N_THREADS)]
+        [lambda i=i: jobs.submit(caller, validate_targets([f"{URL}?{i}"])) for i in range(N_THREADS)]
     )
     counts = Counter(a.split(":")[0] for a in answers)
     assert counts == {"new": 2, "caller_busy": N_THREADS - 2}
@@ -40,7 +40,7 @@ def test_one_caller_with_distinct_targets_gets_exactly_its_cap(settings, round_)
 def test_one_caller_with_identical_targets_gets_one_job_and_every_answer_carries_its_id(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     caller, _ = ApiKey.issue(f"twin{round_}")
-    answers = race([lambda: runner.submit(caller, validate_targets([URL])) for _ in range(N_THREADS)])
+    answers = race([lambda: jobs.submit(caller, validate_targets([URL])) for _ in range(N_THREADS)])
     job = BatchJob.objects.get(caller=caller)
     assert sorted(answers) == [f"new:{job.id}"] + [f"reused:{job.id}"] * (N_THREADS - 1)
 
@@ -50,23 +50,21 @@ def test_many_callers_at_once_get_exactly_the_total_cap(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     settings.SIFT_BATCH_JOBS_TOTAL = 8
     callers = [ApiKey.issue(f"crowd{round_}-{i}")[0] for i in range(N_THREADS)]
-    answers = race([lambda c=c: runner.submit(c, validate_targets([URL])) for c in callers])
+    answers = race([lambda c=c: jobs.submit(c, validate_targets([URL])) for c in callers])
     counts = Counter(a.split(":")[0] for a in answers)
     assert counts == {"new": 8, "jobs_busy": N_THREADS - 8}
     assert BatchJob.objects.count() == 8
 
 
 @pytest.mark.parametrize("round_", range(3))
-def test_many_callers_far_below_and_then_near_the_total_cap_get_exactly_the_cap(settings, round_):
-    # 40 is above the submit tokens: the first jobs are created holding one token each, the last
-    # ones holding every token.
+def test_many_callers_with_room_for_most_of_them_get_exactly_the_cap(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
-    settings.SIFT_BATCH_JOBS_TOTAL = SUBMIT_TOKENS + 8
-    callers = [ApiKey.issue(f"tokens{round_}-{i}")[0] for i in range(N_THREADS)]
-    answers = race([lambda c=c: runner.submit(c, validate_targets([URL])) for c in callers])
+    settings.SIFT_BATCH_JOBS_TOTAL = 40
+    callers = [ApiKey.issue(f"most{round_}-{i}")[0] for i in range(N_THREADS)]
+    answers = race([lambda c=c: jobs.submit(c, validate_targets([URL])) for c in callers])
     counts = Counter(a.split(":")[0] for a in answers)
-    assert counts == {"new": SUBMIT_TOKENS + 8, "jobs_busy": N_THREADS - SUBMIT_TOKENS - 8}
-    assert BatchJob.objects.count() == SUBMIT_TOKENS + 8
+    assert counts == {"new": 40, "jobs_busy": N_THREADS - 40}
+    assert BatchJob.objects.count() == 40
 
 
 @pytest.mark.parametrize("round_", range(3))
@@ -74,7 +72,7 @@ def test_many_callers_far_below_the_total_cap_all_get_a_job(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     settings.SIFT_BATCH_JOBS_TOTAL = 1000
     callers = [ApiKey.issue(f"far{round_}-{i}")[0] for i in range(N_THREADS)]
-    answers = race([lambda c=c: runner.submit(c, validate_targets([URL])) for c in callers])
+    answers = race([lambda c=c: jobs.submit(c, validate_targets([URL])) for c in callers])
     assert Counter(a.split(":")[0] for a in answers) == {"new": N_THREADS}
     assert BatchJob.objects.count() == N_THREADS
 
@@ -88,7 +86,7 @@ def test_retries_with_one_idempotency_key_get_one_job(settings, round_):
     caller, _ = ApiKey.issue(f"retrier{round_}")
     answers = race(
         [
-            lambda: runner.submit(caller, validate_targets([URL]), idempotency_key="one-key")
+            lambda: jobs.submit(caller, validate_targets([URL]), idempotency_key="one-key")
             for _ in range(N_THREADS)
         ]
     )
@@ -103,7 +101,7 @@ def test_different_requests_with_one_idempotency_key_get_one_job_and_422s(settin
     caller, _ = ApiKey.issue(f"mixer{round_}")
     answers = race(
         [
-            lambda i=i: runner.submit(caller, validate_targets([f"{URL}?{i}"]), idempotency_key="one-key")
+            lambda i=i: jobs.submit(caller, validate_targets([f"{URL}?{i}"]), idempotency_key="one-key")
             for i in range(N_THREADS)
         ]
     )
@@ -151,7 +149,7 @@ def _settle_again_and_again(job_id: str, stop: threading.Event, errors: list[str
 def test_identical_submits_while_a_worker_settles_the_twin_never_deadlock(settings, round_):
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     caller, _ = ApiKey.issue(f"settler{round_}")
-    twin = runner.submit(caller, validate_targets([URL])).job
+    twin = jobs.submit(caller, validate_targets([URL])).job
     stop = threading.Event()
     errors: list[str] = []
     settler = threading.Thread(target=_settle_again_and_again, args=(twin.pk, stop, errors))
@@ -159,7 +157,7 @@ def test_identical_submits_while_a_worker_settles_the_twin_never_deadlock(settin
     answers: list[str] = []
     try:
         for _ in range(5):
-            answers += race([lambda: runner.submit(caller, validate_targets([URL])) for _ in range(32)])
+            answers += race([lambda: jobs.submit(caller, validate_targets([URL])) for _ in range(32)])
     finally:
         stop.set()
         settler.join()

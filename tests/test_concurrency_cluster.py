@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.models import ApiKey, BatchJob
 
@@ -52,7 +52,7 @@ def cluster(tmp_path, monkeypatch) -> Iterator[Deployment]:
 def _busy_job(caller: ApiKey, quick: int) -> BatchJob:
     """A job of ``caller`` the cluster is working on: ``quick`` fast targets, then one that blocks."""
     urls: list[object] = [*(f"{BASE}busy/{i}?sleep=0.05" for i in range(quick)), f"{BASE}busy/last?block=1"]
-    job = runner.submit(caller, validate_targets(urls)).job
+    job = jobs.submit(caller, validate_targets(urls)).job
     _working_on(job)
     return job
 
@@ -66,7 +66,7 @@ def test_identical_submits_reuse_the_job_the_cluster_is_finishing_and_never_fail
     settings.SIFT_BATCH_JOBS_PER_CALLER = 1
     caller, _ = ApiKey.issue(f"twin{round_}")
     targets: list[object] = [f"{BASE}twin/{i}?sleep=0.2" for i in range(8)]
-    twin = runner.submit(caller, validate_targets(targets)).job
+    twin = jobs.submit(caller, validate_targets(targets)).job
     wait_for(
         lambda: BatchJob.objects.get(pk=twin.pk).targets_done >= 1, 60, "the cluster to start on the job"
     )
@@ -76,7 +76,7 @@ def test_identical_submits_reuse_the_job_the_cluster_is_finishing_and_never_fail
     # transaction that checks the foreign key to the caller row.
     while True:
         settled_before = not BatchJob.objects.get(pk=twin.pk).is_live
-        answers += race([lambda: runner.submit(caller, validate_targets(targets)) for _ in range(32)])
+        answers += race([lambda: jobs.submit(caller, validate_targets(targets)) for _ in range(32)])
         races += 1
         if settled_before:
             break
@@ -93,7 +93,7 @@ def test_one_caller_with_distinct_targets_gets_exactly_its_cap_beside_its_busy_j
     caller, _ = ApiKey.issue("racer")
     busy = _busy_job(caller, quick=30)
     answers = race(
-        [lambda i=i: runner.submit(caller, validate_targets([f"{BASE}{i}?{SLOW}"])) for i in range(N_THREADS)]
+        [lambda i=i: jobs.submit(caller, validate_targets([f"{BASE}{i}?{SLOW}"])) for i in range(N_THREADS)]
     )
     assert BatchJob.objects.get(pk=busy.pk).is_live
     assert Counter(a.split(":")[0] for a in answers) == {"new": 2, "caller_busy": N_THREADS - 2}
@@ -105,7 +105,7 @@ def test_many_callers_get_exactly_the_total_cap_beside_a_busy_job(cluster, setti
     settings.SIFT_BATCH_JOBS_TOTAL = 8
     callers = [ApiKey.issue(f"crowd-{i}")[0] for i in range(N_THREADS)]
     busy = _busy_job(callers[0], quick=30)
-    answers = race([lambda c=c: runner.submit(c, validate_targets([f"{BASE}?{SLOW}"])) for c in callers])
+    answers = race([lambda c=c: jobs.submit(c, validate_targets([f"{BASE}?{SLOW}"])) for c in callers])
     assert BatchJob.objects.get(pk=busy.pk).is_live
     assert Counter(a.split(":")[0] for a in answers) == {
         "new": 7,

@@ -1,6 +1,6 @@
 """The byte budget after a worker's store: checked when a job ends, and once a share of it is stored.
 
-A store does not sum every job's bytes after each target (``runner.evict_after_store``): the
+A store does not sum every job's bytes after each target (``jobs.evict_after_store``): the
 budget is checked when a job ends and, while jobs run, once a worker process has stored
 ``1/CHECK_SHARE`` of it since its last check.
 """
@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from batch import runner, storable, worker
+from batch import jobs, storable, worker
 from batch.api.validation import validate_targets
 from batch.models import BatchJob
 from capacity import eviction
@@ -32,7 +32,7 @@ def budget(settings, monkeypatch):
     settings.SIFT_BATCH_WORKERS = 1
     settings.SIFT_BATCH_JOBS_PER_CALLER = 10
     # What earlier tests stored in this process must not make a check due here.
-    monkeypatch.setattr(runner, "UNCHECKED_BYTES", eviction.UncheckedBytes())
+    monkeypatch.setattr(jobs, "UNCHECKED_BYTES", eviction.UncheckedBytes())
 
 
 def _result_of(n_bytes: int) -> worker.Result:
@@ -52,7 +52,9 @@ def _fetch_results_of(n_bytes: int) -> worker.FetchFunc:
 def _finished_job(caller, *, n_bytes: int, minutes: int) -> BatchJob:
     target = {"url": URL, "status": "done", "result": {"content": "x", "meta": {}}}
     at = T0 + timedelta(minutes=minutes)
-    return make_job(caller, "done", targets=[target], created_at=at, lease=timezone.now(), n_bytes=n_bytes)
+    return make_job(
+        caller, "done", targets=[target], created_at=at, last_read_at=timezone.now(), n_bytes=n_bytes
+    )
 
 
 def _run_one(fetch: worker.FetchFunc) -> None:
@@ -65,7 +67,7 @@ def test_a_job_ending_checks_the_budget_even_when_it_stored_less_than_a_share(ag
     caller, _ = agent
     oldest = _finished_job(caller, n_bytes=32_000, minutes=1)
     newer = _finished_job(caller, n_bytes=31_800, minutes=2)
-    job = runner.submit(caller, validate_targets([URL + "a", URL + "b"])).job
+    job = jobs.submit(caller, validate_targets([URL + "a", URL + "b"])).job
     fetch = _fetch_results_of(300)
     _run_one(fetch)
     # 64,100 bytes stored, 300 of them unchecked: within the share, nothing is evicted yet.
@@ -80,7 +82,7 @@ def test_a_job_ending_checks_the_budget_even_when_it_stored_less_than_a_share(ag
 def test_a_running_job_storing_a_share_of_the_budget_evicts_before_it_ends(agent):
     caller, _ = agent
     oldest = _finished_job(caller, n_bytes=63_500, minutes=1)
-    job = runner.submit(caller, validate_targets([URL + "a", URL + "b", URL + "c"])).job
+    job = jobs.submit(caller, validate_targets([URL + "a", URL + "b", URL + "c"])).job
     fetch = _fetch_results_of(SHARE // 2 + 100)
     _run_one(fetch)
     assert BatchJob.objects.filter(pk=oldest.pk).exists()

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from batch import runner, worker
+from batch import jobs, worker
 from batch.api.validation import validate_targets
 from batch.models import BatchJob
 from fetch import hosts
@@ -58,7 +58,7 @@ def test_a_batch_spaces_one_hosts_targets_without_slowing_another_host(tmp_path,
         try:
             # The other host's target comes last, so it is not served first merely by its place.
             targets: list[object] = [*(busy.url(p) for p in paths), quiet.url("/")]
-            job = runner.submit(caller, validate_targets(targets)).job
+            job = jobs.submit(caller, validate_targets(targets)).job
             wait_for(
                 lambda: not BatchJob.objects.get(pk=job.pk).is_live, timeout=60, what="the job to finish"
             )

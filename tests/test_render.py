@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from werkzeug import Request, Response
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.mcp.tools import TOOLS
 from batch.models import BatchJob
@@ -309,7 +309,7 @@ def test_a_batch_of_six_renders_on_two_workers_never_renders_more_than_render_sl
         targets: list[object] = [
             {"url": f"http://127.0.0.1:{port}/tides?n={n}", "options": {"render": True}} for n in range(6)
         ]
-        job = runner.submit(caller, validate_targets(targets)).job
+        job = jobs.submit(caller, validate_targets(targets)).job
         wait_for(lambda: not BatchJob.objects.get(pk=job.pk).is_live, timeout=180, what="the job to finish")
     finally:
         deployment.stop_all()

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.models import BatchJob
 from fetch.models import CachedDocument
@@ -185,7 +185,7 @@ def test_a_batch_obeys_robots_txt_target_by_target(tmp_path, agent, ruled):
     deployment.start_cluster()
     try:
         targets = [{"url": ruled.url(path), "options": {"robots": True}} for path in PAGES]
-        job = runner.submit(caller, validate_targets([*targets, ruled.url("/private/x")])).job
+        job = jobs.submit(caller, validate_targets([*targets, ruled.url("/private/x")])).job
         wait_for(lambda: not BatchJob.objects.get(pk=job.pk).is_live, timeout=60, what="the job to finish")
     finally:
         deployment.stop_all()

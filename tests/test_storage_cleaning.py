@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from batch import runner, storable, worker
+from batch import jobs, storable, worker
 from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 from fetch.outcomes import Outcome
@@ -51,7 +51,7 @@ def _hostile(behaviours: dict[str, Behaviour]) -> worker.FetchFunc:
 
 def _run_one_then_the_next(caller, behaviour: Behaviour) -> tuple[BatchTarget, BatchTarget]:
     """Run a hostile target, check its slot is free at once, then run a plain target after it."""
-    job = runner.submit(caller, validate_targets([BASE + "hostile", BASE + "next"])).job
+    job = jobs.submit(caller, validate_targets([BASE + "hostile", BASE + "next"])).job
     fetch = _hostile({BASE + "hostile": behaviour, BASE + "next": lambda: {"content": "fine", "meta": {}}})
     first = worker.claim_next_target()
     assert first is not None
@@ -185,7 +185,7 @@ def test_a_drain_runs_every_hostile_target_to_its_end_and_goes_on(agent):
         BASE + "nan": lambda: {"content": "n", "meta": {"score": math.nan}},
         BASE + "plain": lambda: {"content": "plain", "meta": {}},
     }
-    job = runner.submit(caller, validate_targets(list(behaviours))).job
+    job = jobs.submit(caller, validate_targets(list(behaviours))).job
     assert worker.drain(_hostile(behaviours), budget=20) == len(behaviours)
     ends = list(job.targets.order_by("idx").values_list("status", "outcome"))
     assert ends == [
@@ -208,7 +208,7 @@ def test_a_busy_answer_asking_for_an_absurd_wait_retries_within_retry_for(agent,
     settings.SIFT_BATCH_RETRY_WAIT = 2
     settings.SIFT_BATCH_RETRY_FOR = 600
     caller, _ = agent
-    job = runner.submit(caller, validate_targets([BASE + "busy"])).job
+    job = jobs.submit(caller, validate_targets([BASE + "busy"])).job
     claim = worker.claim_next_target()
     assert claim is not None
     before = timezone.now()
@@ -258,7 +258,7 @@ def test_a_store_the_database_refuses_ends_the_target_internal_and_frees_the_slo
 def test_when_even_the_internal_store_fails_the_slot_is_freed_and_the_lease_returns_the_target(agent):
     _refuse_stores_where("NEW.status IN ('done', 'failed') AND NEW.url LIKE '%hostile%'")
     caller, _ = agent
-    job = runner.submit(caller, validate_targets([BASE + "hostile"])).job
+    job = jobs.submit(caller, validate_targets([BASE + "hostile"])).job
     claim = worker.claim_next_target()
     assert claim is not None
     worker.run_claim(claim, _hostile({BASE + "hostile": lambda: {"content": "c", "meta": {}}}))
@@ -304,7 +304,7 @@ def test_any_result_is_stored_as_clean_json_on_this_database(agent, content, met
     assert "\x00" not in text
     assert not any("\ud800" <= ch <= "\udfff" for ch in text)
     caller, _ = agent
-    job = runner.submit(caller, validate_targets([BASE + "any"])).job
+    job = jobs.submit(caller, validate_targets([BASE + "any"])).job
     BatchTarget.objects.filter(job=job).update(status="done", result=cleaned)
     # Numbers may come back in another type (jsonb keeps decimals); every string comes back as is.
     assert _strings(BatchTarget.objects.get(job=job).result) == _strings(json.loads(text))

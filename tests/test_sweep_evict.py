@@ -10,7 +10,7 @@ import time_machine
 from django.core.management import call_command
 from django.utils import timezone
 
-from batch import runner
+from batch import jobs
 from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget
 
@@ -37,7 +37,7 @@ def test_a_job_past_its_ttl_is_gone_after_the_next_submit(agent, day_ttl):
     assert BatchJob.objects.count() == 1
 
 
-def test_an_owners_read_bumps_the_lease_and_keeps_the_job_alive(agent, day_ttl):
+def test_an_owners_read_moves_last_read_at_and_keeps_the_job_alive(agent, day_ttl):
     _, client = agent
     with time_machine.travel(T0, tick=False):
         job_id = submit(client, [URL])["id"]
@@ -79,13 +79,15 @@ def test_sweep_batches_removes_expired_jobs_and_prints_counts(agent, day_ttl):
 def _finished_job(caller, *, n_bytes: int, minutes: int, status: str = "done") -> BatchJob:
     target = {"url": URL, "status": "done", "result": {"content": "x", "meta": {}}}
     at = T0 + timedelta(minutes=minutes)
-    return make_job(caller, status, targets=[target], created_at=at, lease=timezone.now(), n_bytes=n_bytes)
+    return make_job(
+        caller, status, targets=[target], created_at=at, last_read_at=timezone.now(), n_bytes=n_bytes
+    )
 
 
 def _live_job(caller, *, n_bytes: int, minutes: int) -> BatchJob:
     at = T0 + timedelta(minutes=minutes)
     return make_job(
-        caller, "running", targets=[], created_at=at, lease=timezone.now(), n_bytes=n_bytes,
+        caller, "running", targets=[], created_at=at, last_read_at=timezone.now(), n_bytes=n_bytes,
         targets_total=2, targets_done=1,
     )  # fmt: skip
 
@@ -96,8 +98,8 @@ def test_evict_removes_the_oldest_finished_jobs_first_until_they_fit(agent):
     live = _live_job(caller, n_bytes=500, minutes=0)
     middle = _finished_job(caller, n_bytes=300, minutes=2, status="partial")
     newest = _finished_job(caller, n_bytes=200, minutes=3)
-    removed = runner.evict_oldest(max_bytes=800)
-    assert removed == runner.Removed(jobs=2, targets=2, bytes=700)
+    removed = jobs.evict_oldest(max_bytes=800)
+    assert removed == jobs.Removed(jobs=2, targets=2, bytes=700)
     assert set(BatchJob.objects.values_list("pk", flat=True)) == {live.pk, newest.pk}
     assert not BatchJob.objects.filter(pk__in=[oldest.pk, middle.pk]).exists()
 
@@ -106,7 +108,7 @@ def test_evict_never_removes_live_jobs_even_when_they_alone_are_over(agent):
     caller, _ = agent
     live = _live_job(caller, n_bytes=5000, minutes=0)
     done = _finished_job(caller, n_bytes=10, minutes=1)
-    assert runner.evict_oldest(max_bytes=100) == runner.Removed(jobs=1, targets=1, bytes=10)
+    assert jobs.evict_oldest(max_bytes=100) == jobs.Removed(jobs=1, targets=1, bytes=10)
     assert list(BatchJob.objects.values_list("pk", flat=True)) == [live.pk]
     assert not BatchJob.objects.filter(pk=done.pk).exists()
 
@@ -114,7 +116,7 @@ def test_evict_never_removes_live_jobs_even_when_they_alone_are_over(agent):
 def test_evict_within_budget_removes_nothing(agent):
     caller, _ = agent
     _finished_job(caller, n_bytes=10, minutes=1)
-    assert runner.evict_oldest(max_bytes=10) == runner.Removed()
+    assert jobs.evict_oldest(max_bytes=10) == jobs.Removed()
 
 
 def test_evict_batches_command_prints_counts(agent):
@@ -150,7 +152,7 @@ def _finish_one_job_through_the_worker(caller, url: str) -> BatchJob:
 
     from . import fetchers
 
-    job = runner.submit(caller, validate_targets([url])).job
+    job = jobs.submit(caller, validate_targets([url])).job
     assert worker.drain(fetchers.scripted, budget=30) == 1
     job.refresh_from_db()
     assert not job.is_live
@@ -165,7 +167,7 @@ def test_a_finished_job_evicts_its_callers_oldest_finished_jobs_beyond_the_count
     old = [_finished_job(caller, n_bytes=0, minutes=m, status="failed") for m in range(1, 6)]
     others = [_finished_job(other, n_bytes=0, minutes=m, status="failed") for m in range(1, 6)]
     live = _live_job(caller, n_bytes=0, minutes=0)
-    # Listing bumps every lease; it must not keep jobs beyond the count alive.
+    # Listing moves every job's last_read_at; it must not keep jobs beyond the count alive.
     assert client.get("/v1/batch", limit=100).status_code == 200
     newest = _finish_one_job_through_the_worker(caller, URL + "?fail=timeout")
     kept = set(BatchJob.objects.filter(caller=caller).values_list("pk", flat=True))
@@ -178,7 +180,7 @@ def test_live_jobs_never_count_and_are_never_evicted(agent, keep_three):
     caller, _ = agent
     live = [_live_job(caller, n_bytes=0, minutes=m) for m in range(5)]
     finished = [_finished_job(caller, n_bytes=0, minutes=10 + m) for m in range(3)]
-    assert runner.evict_callers_oldest(caller.pk) == runner.Removed()
+    assert jobs.evict_callers_oldest(caller.pk) == jobs.Removed()
     assert BatchJob.objects.count() == len(live) + len(finished)
 
 

@@ -23,7 +23,7 @@ def test_sweep_and_evict_task_removes_expired_jobs(agent, settings):
     settings.SIFT_BATCH_TTL = 3600
     _, client = agent
     job_id = submit(client, ["https://example.org/"])["id"]
-    BatchJob.objects.filter(pk=job_id).update(lease=timezone.now() - timedelta(hours=2))
+    BatchJob.objects.filter(pk=job_id).update(last_read_at=timezone.now() - timedelta(hours=2))
     assert (
         tasks.sweep_and_evict()
         == "sweep: removed 1 jobs, 1 targets, 0 bytes; evict: removed 0 jobs, 0 targets, 0 bytes"

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from batch import runner, waits
+from batch import jobs, waits
 from batch.models import BatchJob
 
 from .deployment import Deployment, procfile_command, wait_for
@@ -95,10 +95,10 @@ def test_a_wait_that_is_cut_short_still_keeps_the_job_alive(agent, settings):
     _, client = agent
     job_id = submit(client)["id"]
     long_ago = timezone.now() - timedelta(hours=1)
-    BatchJob.objects.filter(pk=job_id).update(lease=long_ago)
+    BatchJob.objects.filter(pk=job_id).update(last_read_at=long_ago)
     body = _timed_get(client, f"/v1/batch/{job_id}", wait=30)[1]
     assert body["wait_cut_short"] is True
-    assert BatchJob.objects.get(pk=job_id).lease > long_ago
+    assert BatchJob.objects.get(pk=job_id).last_read_at > long_ago
 
 
 @pytest.mark.django_db(transaction=True)
@@ -139,7 +139,7 @@ def test_a_job_finishing_during_a_wait_ends_the_wait_at_once(agent):
     job_id = submit(client)["id"]
 
     def cancel() -> None:
-        runner.cancel(BatchJob.objects.get(pk=job_id))
+        jobs.cancel(BatchJob.objects.get(pk=job_id))
         connection.close()
 
     canceller = threading.Timer(1, cancel)

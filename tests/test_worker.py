@@ -13,7 +13,7 @@ import time_machine
 from django.db import connection, transaction
 from django.utils import timezone
 
-from batch import runner, wakeups, worker
+from batch import jobs, wakeups, worker
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 from capacity.pacing import Every
 from fetch.targets import Target
@@ -219,7 +219,7 @@ def test_cancel_with_a_target_in_flight_keeps_cancelled_and_stores_the_result(ag
     caller, _ = agent
     job = scripted_job(caller, "a=1", "b=1", "c=1")
     in_flight = worker.claim_next_target()
-    assert runner.cancel(job)
+    assert jobs.cancel(job)
     worker.run_claim(in_flight, fetchers.scripted)
     assert worker.claim_next_target() is None
     job.refresh_from_db()
@@ -230,7 +230,7 @@ def test_cancel_with_a_target_in_flight_keeps_cancelled_and_stores_the_result(ag
 def test_nothing_is_claimed_from_a_cancelled_job(agent):
     caller, _ = agent
     job = scripted_job(caller, "a=1")
-    runner.cancel(job)
+    jobs.cancel(job)
     assert worker.claim_next_target() is None
     assert not wakeups.has_unfinished_work()
     assert BatchTarget.objects.get().status == "pending"
@@ -243,7 +243,7 @@ def test_a_cancel_landing_between_reading_a_target_and_claiming_it_drops_the_cla
 
     def read_then_cancel(now):
         target = read_target(now)
-        runner.cancel(BatchJob.objects.get(pk=target.job_id))
+        jobs.cancel(BatchJob.objects.get(pk=target.job_id))
         return target
 
     monkeypatch.setattr(worker, "_fairest_pending_target", read_then_cancel)
@@ -259,7 +259,7 @@ def test_log_lines_carry_ids_and_counts_but_never_a_url_or_host(agent, caplog):
     with caplog.at_level("INFO"):
         _run_all()
         job = BatchJob.objects.get()
-        runner.cancel(job)
+        jobs.cancel(job)
     assert "claimed" in caplog.text
     assert job.id in caplog.text
     assert "upstream.test" not in caplog.text

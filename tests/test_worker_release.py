@@ -10,7 +10,7 @@ import pytest
 from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
-from batch import runner, stopping, worker
+from batch import jobs, stopping, worker
 from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 
@@ -37,7 +37,7 @@ def fresh_in_flight(monkeypatch) -> worker.InFlight:
 
 
 def _submit(caller, *queries: str) -> BatchJob:
-    return runner.submit(caller, validate_targets([f"{BASE}{i}?{q}" for i, q in enumerate(queries)])).job
+    return jobs.submit(caller, validate_targets([f"{BASE}{i}?{q}" for i, q in enumerate(queries)])).job
 
 
 @pytest.mark.django_db

@@ -1,42 +1,31 @@
 """The batch endpoints under ``/v1/batch``: submit, list, read, read one target, cancel (docs/api.md).
 
-Each one authenticates, validates, calls one runner function and returns a schema.
+Each one authenticates, validates, calls one function of the jobs service (``batch.jobs``) and
+returns a schema.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from django.db.models import prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from batch import runner, waits
+from batch import jobs
 from batch.api.auth import BatchAuth, caller_of
 from batch.api.callbacks import validate_callback_url
 from batch.api.idempotency import HEADER, MAX_LENGTH, validate_idempotency_key
 from batch.api.openapi import error_responses
-from batch.api.schemas import (
-    JobOut,
-    JobPage,
-    JobSummary,
-    SubmitIn,
-    SubmitOut,
-    TargetOut,
-    job_summary,
-    target_out,
-)
+from batch.api.schemas import JobOut, JobPage, JobSummary, SubmitIn, SubmitOut, TargetOut
 from batch.api.validation import validate_targets
-from batch.models import ApiKey
+from batch.models import JOB_ID_PATTERN, MAX_DB_INT
+from batch.summaries import job_summary, target_out
 
 SUBMIT_ERRORS = error_responses(400, 401, 403, 413, 422, 429, 500, 503)
 LIST_ERRORS = error_responses(400, 401, 403, 500, 503)
 JOB_ERRORS = error_responses(400, 401, 403, 404, 500, 503)
 CANCEL_ERRORS = error_responses(400, 401, 403, 404, 409, 500, 503)
 
-# Bounds that keep path and query numbers inside what the database's integer columns can hold.
-MAX_DB_INT = 2**31 - 1
-JOB_ID_PATTERN = r"^[0-9a-f]{32}$"
 JobId = Annotated[
     str,
     Path(pattern=JOB_ID_PATTERN, description="The job's id: 32 lower-case hex digits, as submit answered."),
@@ -72,7 +61,7 @@ def submit_batch(
     key = validate_idempotency_key(idempotency_key)
     targets = validate_targets(payload.targets)
     callback_url = validate_callback_url(payload.callback_url)
-    submitted = runner.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
+    submitted = jobs.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
     if not submitted.reused:
         response["Location"] = f"/v1/batch/{submitted.job.id}"
     body = {**job_summary(submitted.job, caller), "reused": submitted.reused}
@@ -83,9 +72,8 @@ def submit_batch(
 def list_batches(
     request: HttpRequest, limit: int = Query(20, ge=1, le=100), offset: int = Query(0, ge=0, le=MAX_DB_INT)
 ) -> dict[str, Any]:
-    jobs, count = runner.list_jobs(caller_of(request), limit=limit, offset=offset)
-    prefetch_related_objects(jobs, "webhook", "webhook_attempts")
-    items = [job_summary(job, caller_of(request)) for job in jobs]
+    listed, count = jobs.list_jobs(caller_of(request), limit=limit, offset=offset)
+    items = [job_summary(job, caller_of(request)) for job in listed]
     return {"items": items, "count": count, "limit": limit, "offset": offset}
 
 
@@ -93,14 +81,7 @@ def list_batches(
 def get_batch(
     request: HttpRequest, job_id: JobId, wait: int = Query(0, ge=0, le=60), content: bool = True
 ) -> dict[str, Any]:
-    return read_job(caller_of(request), job_id, wait=wait, content=content)
-
-
-def read_job(caller: ApiKey, job_id: str, *, wait: float, content: bool) -> dict[str, Any]:
-    """A job with its targets, after a bounded wait: the body of ``GET /v1/batch/{id}`` and MCP's."""
-    waited = waits.until_finished(caller, runner.get_job(caller, job_id), seconds=wait)
-    targets = [target_out(t, content=content) for t in waited.job.targets.order_by("idx")]
-    return {**job_summary(waited.job, caller), "targets": targets, "wait_cut_short": waited.cut_short}
+    return jobs.read_job(caller_of(request), job_id, wait=wait, content=content)
 
 
 @router.get(
@@ -109,9 +90,9 @@ def read_job(caller: ApiKey, job_id: str, *, wait: float, content: bool) -> dict
     summary="One target with its full result",
 )
 def get_batch_target(request: HttpRequest, job_id: JobId, idx: TargetIdx) -> dict[str, Any]:
-    return target_out(runner.get_target(caller_of(request), job_id, idx))
+    return target_out(jobs.get_target(caller_of(request), job_id, idx))
 
 
 @router.delete("/{job_id}", response={200: JobSummary, **CANCEL_ERRORS}, summary="Cancel a live job")
 def cancel_batch(request: HttpRequest, job_id: JobId) -> dict[str, Any]:
-    return job_summary(runner.cancel_for_caller(caller_of(request), job_id), caller_of(request))
+    return job_summary(jobs.cancel_for_caller(caller_of(request), job_id), caller_of(request))

@@ -1,7 +1,7 @@
 """The ``Idempotency-Key`` header of ``POST /v1/batch`` (and MCP's ``idempotency_key``) (docs/api.md).
 
 A key names one request of one caller: sent again with the same targets and callback URL it
-answers the same job; with anything else, 422 ``idempotency_key_reused`` (``batch.runner``).
+answers the same job; with anything else, 422 ``idempotency_key_reused`` (``batch.jobs``).
 """
 
 from __future__ import annotations

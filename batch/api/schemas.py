@@ -21,8 +21,6 @@ from pydantic import ConfigDict, GetJsonSchemaHandler, WithJsonSchema, create_mo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from batch.models import BatchTarget
-from batch.summaries import job_summary  # noqa: F401 - where the API and MCP take it from
 from fetch.limits import MAX_URL_CHARS
 from fetch.options import option_schemas, options_schema, target_schema, url_schema
 
@@ -114,8 +112,10 @@ class JobSummary(Schema):
     targets_failed: int
     created_at: datetime
     finished_at: datetime | None
-    lease: datetime
-    expires_at: datetime
+    last_read_at: datetime = Field(
+        ..., description="When you last submitted, read or listed this job; it lives a TTL from then."
+    )
+    expires_at: datetime = Field(..., description="last_read_at plus the TTL: when the job is deleted.")
     n_bytes: int
     callback_url: str | None
     webhook: WebhookOut | None
@@ -151,23 +151,6 @@ class JobPage(Schema):
     count: int
     limit: int
     offset: int
-
-
-def target_out(target: BatchTarget, *, content: bool = True) -> dict[str, Any]:
-    result = target.result
-    if result is not None and not content:
-        result = {k: v for k, v in result.items() if k != "content"}
-    return {
-        "idx": target.idx,
-        "url": target.url,
-        "options": target.options,
-        "status": target.status,
-        "result": result,
-        "error": target.error or None,
-        "hint": target.hint or None,
-        "outcome": target.outcome,
-        "attempts": target.attempts,
-    }
 
 
 class TargetIn(Schema):

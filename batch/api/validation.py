@@ -1,6 +1,6 @@
 """Raw targets from a request body (REST or MCP) become parsed targets here, or a refusal.
 
-The API edge is the one place request bodies are validated: the runner and the pipeline only
+The API edge is the one place request bodies are validated: the jobs service and the pipeline only
 ever see parsed targets.
 """
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
-from batch.api.batches import JOB_ID_PATTERN, MAX_DB_INT
+from batch.models import JOB_ID_PATTERN, MAX_DB_INT
 from batch.api.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
 from batch.api.schemas import targets_schema
 from fetch.limits import MAX_URL_CHARS

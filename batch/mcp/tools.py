@@ -21,18 +21,18 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from ninja import Schema
 
-from batch import metrics, runner
+from batch import jobs, metrics
 from batch.api.auth import ensure_batch_enabled
-from batch.api.batches import read_job
 from batch.api.callbacks import validate_callback_url
 from batch.api.errors import fetch_error_body, refusal_body
-from batch.api.fetches import fetch_for
 from batch.api.idempotency import validate_idempotency_key
-from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut, job_summary
-from batch.api.validation import validate_targets
+from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut
+from batch.api.validation import validate_target, validate_targets
 from batch.errors import Refusal, Refused
+from batch.fetching import fetch_for
 from batch.mcp import inputs
 from batch.models import ApiKey
+from batch.summaries import job_summary
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
 
@@ -86,32 +86,33 @@ def _shaped(schema: type[Schema], body: dict[str, Any]) -> dict[str, Any]:
 
 def fetch(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     options = {name: value for name, value in arguments.items() if name != "url"}
-    return _shaped(FetchEnvelope, fetch_for(caller, {"url": arguments["url"], "options": options}))
+    target = validate_target({"url": arguments["url"], "options": options})
+    return _shaped(FetchEnvelope, fetch_for(caller, target))
 
 
 def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     key = validate_idempotency_key(arguments.get("idempotency_key"), name="idempotency_key")
     targets = validate_targets(arguments["targets"])
     callback_url = validate_callback_url(arguments.get("callback_url"))
-    submitted = runner.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
+    submitted = jobs.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
     return _shaped(SubmitOut, {**job_summary(submitted.job, caller), "reused": submitted.reused})
 
 
 def batch_get(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
-    body = read_job(
+    body = jobs.read_job(
         caller, arguments["id"], wait=arguments.get("wait", 0), content=arguments.get("content", True)
     )
     return _shaped(JobOut, body)
 
 
 def batch_cancel(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
-    return _shaped(JobSummary, job_summary(runner.cancel_for_caller(caller, arguments["id"]), caller))
+    return _shaped(JobSummary, job_summary(jobs.cancel_for_caller(caller, arguments["id"]), caller))
 
 
 def batch_list(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     limit, offset = arguments.get("limit", 20), arguments.get("offset", 0)
-    jobs, count = runner.list_jobs(caller, limit=limit, offset=offset)
-    items = [job_summary(job, caller) for job in jobs]
+    listed, count = jobs.list_jobs(caller, limit=limit, offset=offset)
+    items = [job_summary(job, caller) for job in listed]
     return _shaped(JobPage, {"items": items, "count": count, "limit": limit, "offset": offset})
 
 

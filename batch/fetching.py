@@ -1,0 +1,37 @@
+"""One target fetched now for a caller: what ``/v1/fetch`` and the MCP ``fetch`` tool both call.
+
+No job is stored; the caller's share of this process's request threads is the only state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from batch.models import ApiKey
+from batch.threads import ThreadShares
+from fetch import cache, pipeline
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome, RetryAfter
+from fetch.targets import Target
+
+# Each caller's fetches in flight in this process, at most SIFT_FETCH_PER_CALLER.
+FETCHES = ThreadShares(lambda: settings.SIFT_FETCH_PER_CALLER, lambda: None)
+
+
+def fetch_for(caller: ApiKey, target: Target) -> dict[str, Any]:
+    """Fetch a validated ``target`` through the pipeline, in the caller's cache partition.
+
+    A fetch may hold its request thread for the gate wait and the whole deadline, so a caller
+    has only ``SIFT_FETCH_PER_CALLER`` of them in flight per process; one more answers busy.
+    """
+    with FETCHES.share(caller.pk) as granted:
+        if not granted:
+            raise FetchError(
+                Outcome.BUSY,
+                f"you already have {settings.SIFT_FETCH_PER_CALLER} fetches in flight here",
+                "Wait for one of them to answer, or send many URLs as one batch (POST /v1/batch).",
+                retry_after=RetryAfter.FETCH,
+            )
+        return pipeline.fetch(target, partition=cache.partition_for(caller.name, caller.caller_class))
