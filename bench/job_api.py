@@ -15,7 +15,7 @@ line and no cluster:
 
 In each state a child process (this module with ``--prepare``) migrates, issues two callers
 (deleting an earlier run's, with their jobs): the submitter, and the reader, whose job is the one
-read: 32 targets submitted through ``runner.submit`` and finished with ``--content-chars``
+read: 32 targets submitted through ``jobs.submit`` and finished with ``--content-chars``
 characters of text each and an envelope's meta, as a worker stores them. (The submitter's own
 finished jobs would not do: past ``SIFT_BATCH_FINISHED_PER_CALLER`` cancelled jobs, its oldest is
 evicted.) Both states' servers run at once, and ONE client per state, on one keep-alive
@@ -82,7 +82,7 @@ GUARD_AIM = 0.15
 GUARD_CLIENTS = 16
 
 # When a job was last read: the seeding sets it, and renews it before a run.
-LEASE_FIELD = "lease"
+LEASE_FIELD = "last_read_at"
 # The job's fields a seeded copy sets itself (SQL over the copy's number ``n``, and the run's
 # ``now`` as a parameter); every other field is copied from the template job as it is.
 JOB_COPY_FIELDS = {
@@ -91,7 +91,7 @@ JOB_COPY_FIELDS = {
     "created_at": "%(now)s::timestamptz - make_interval(secs => n)",
     "finished_at": "%(now)s::timestamptz - make_interval(secs => n) + interval '5 seconds'",
     LEASE_FIELD: "%(now)s::timestamptz",
-    "idem_key": "md5('key-' || n) || md5('key2-' || n)",
+    "content_key": "md5('key-' || n) || md5('key2-' || n)",
 }
 TARGET_COPY_FIELDS = {"job": JOB_COPY_FIELDS["id"], "url": "t.url || '?copy=' || n"}
 
@@ -143,11 +143,11 @@ def finish_job(job: BatchJob, content_chars: int) -> None:
 
 def stored_job(caller: ApiKey, tag: str, content_chars: int) -> BatchJob:
     """A finished job of ``TARGETS_PER_JOB`` targets, submitted as the API submits it."""
-    from batch import runner
+    from batch import jobs
     from batch.api.validation import validate_targets
 
     urls: list[object] = [f"https://{tag}.bench.invalid/{i}" for i in range(TARGETS_PER_JOB)]
-    job = runner.submit(caller, validate_targets(urls)).job
+    job = jobs.submit(caller, validate_targets(urls)).job
     finish_job(job, content_chars)
     return job
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from batch import adapter, runner, worker
+from batch import adapter, jobs, worker
 from batch.api.validation import validate_targets
 from fetch import extract as extract_module
 from fetch import json_text, pdf_text
@@ -211,7 +211,7 @@ def test_a_batch_target_stores_memory_limit_and_a_slow_one_filter_timeout(
     caller, _ = agent
     settings.SIFT_BATCH_WORKERS = 1
     url = upstream.url_for("/data")
-    job = runner.submit(
+    job = jobs.submit(
         caller,
         validate_targets(
             [
