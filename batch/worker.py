@@ -122,7 +122,7 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
         slot = WORKER_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
         claim = None if slot is None else _take_fairest_target(slot, now)
     if claim is not None:
-        log.info("job %s target %d claimed attempt=%d", claim.job_id, claim.idx, claim.attempt)
+        log.info("job %s target %d claimed attempt=%d slot=%d", claim.job_id, claim.idx, claim.attempt, slot)
     return claim
 
 
@@ -140,20 +140,24 @@ def _fairest_pending_target(now: datetime) -> Mapping[str, Any] | None:
 
 
 def _take_fairest_target(slot: int, now: datetime) -> Claim | None:
-    """Give the fairest target's job its turn, if the job is still live, and take the target. A cancel
-    committed since the target was read makes the job's update match nothing: the target never
-    starts; a later cancel waits for this transaction and lets the target in flight finish."""
+    """Take the fairest target into ``slot`` and give its job its turn, if the job is still live.
+
+    A cancel committed since the target was read makes the job's update match nothing, and the
+    claim is rolled back: the target never starts. A later cancel waits for this transaction and
+    lets the target in flight finish. The job's row is touched last, to hold it only briefly.
+    """
     row = _fairest_pending_target(now)
     if row is None:
-        return None
-    live_job = BatchJob.objects.filter(pk=row["job_id"], status__in=LIVE_STATUSES)
-    if not live_job.update(served_at=now, status=JobStatus.RUNNING):
         return None
     lease_until = now + timedelta(seconds=settings.SIFT_BATCH_CLAIM_LEASE)
     BatchTarget.objects.filter(pk=row["pk"]).update(
         status=TargetStatus.RUNNING, attempts=F("attempts") + 1, lease_until=lease_until, started_at=now
     )
     WORKER_SLOTS.hold(slot, row["pk"], lease_until)
+    live_job = BatchJob.objects.filter(pk=row["job_id"], status__in=LIVE_STATUSES)
+    if not live_job.update(served_at=now, status=JobStatus.RUNNING):
+        transaction.set_rollback(True)
+        return None
     caller = Caller(row["job__caller__name"], row["job__caller_class"])
     target = Target.from_stored(row["url"], row["options"])
     return Claim(row["pk"], row["job_id"], row["idx"], row["attempts"] + 1, caller, target)
@@ -186,7 +190,6 @@ def _store(claim: Attempt, *, result: object = None, failure: TargetFailed | Non
     try:
         with transaction.atomic():
             stored = finish_target(claim, result=result, failure=failure)
-            WORKER_SLOTS.release_held_by(claim.target_id)
     except Exception as error:
         if database_went_away(error):
             raise
@@ -212,6 +215,7 @@ def finish_target(
     current = BatchTarget.objects.filter(pk=claim.target_id, status=TargetStatus.RUNNING)
     if not current.filter(attempts=claim.attempt).update(finished_at=now, lease_until=None, **ending):
         return None
+    WORKER_SLOTS.release_held_by(claim.target_id)
     status, n_bytes, outcome = ending["status"], ending["n_bytes"], ending["outcome"] or "ok"
     metrics.TARGETS.labels(outcome).inc()
     log.info("job %s target %d %s outcome=%s bytes=%d", claim.job_id, claim.idx, status, outcome, n_bytes)
@@ -219,19 +223,27 @@ def finish_target(
 
 
 def _count_and_settle(job_id: str, failed: int, n_bytes: int, now: datetime) -> int | None:
-    """Count a stored target in its job and settle the job if that was a live job's last: the caller's id
-    if it settled. The job's row is locked first, so of two stores at once exactly one sees the last."""
+    """Count a stored target in its job, and settle the job if that was a live job's last: the
+    caller's id if it settled. The job's row is touched last in the store, to hold it only briefly.
+    """
+    counts: dict[str, Any] = {
+        "targets_done": F("targets_done") + 1,
+        "targets_failed": F("targets_failed") + failed,
+    }
+    counts["n_bytes"] = F("n_bytes") + n_bytes
+    # PostgreSQL checks this condition again on the row once it holds its lock: of two stores at
+    # once, exactly one finds itself the last, and only that one reads the counters back.
+    if BatchJob.objects.filter(pk=job_id, targets_done__lt=F("targets_total") - 1).update(**counts):
+        return None
     job = BatchJob.objects.select_for_update().filter(pk=job_id).values(*SETTLE_FIELDS).first()
     if job is None:
         return None  # swept meanwhile, with its targets
     done, failures, total = job["targets_done"] + 1, job["targets_failed"] + failed, job["targets_total"]
-    changes: dict[str, Any] = {"targets_done": F("targets_done") + 1, "n_bytes": F("n_bytes") + n_bytes}
-    changes["targets_failed"] = F("targets_failed") + failed
     settles = done == total and job["status"] in LIVE_STATUSES
     final = JobStatus.DONE if failures == 0 else JobStatus.FAILED if failures == total else JobStatus.PARTIAL
     if settles:
-        changes |= {"status": final, "error": ALL_FAILED if failures == total else "", "finished_at": now}
-    BatchJob.objects.filter(pk=job_id).update(**changes)
+        counts |= {"status": final, "error": ALL_FAILED if failures == total else "", "finished_at": now}
+    BatchJob.objects.filter(pk=job_id).update(**counts)
     if not settles:
         return None
     webhooks.job_finished(job_id, now)
@@ -294,7 +306,8 @@ def _give_back(claim: Attempt, **changes: Any) -> int:
     changes.update(status=TargetStatus.PENDING, lease_until=None)
     with transaction.atomic():
         changed = current.filter(attempts=claim.attempt).update(**changes)
-        WORKER_SLOTS.release_held_by(claim.target_id)
+        if changed:
+            WORKER_SLOTS.release_held_by(claim.target_id)
     return changed
 
 
