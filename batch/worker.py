@@ -1,8 +1,6 @@
 """The life of a batch target: claim, fetch (outside any transaction), store, settle its job.
 
-Every store is conditional on the claim still being current, so a worker presumed dead never
-stores a second result. The per-target work is a ``FetchFunc``: this module knows nothing about
-HTTP. See docs/workers.md.
+The per-target work is a ``FetchFunc``: this module knows nothing about HTTP. See docs/workers.md.
 """
 
 from __future__ import annotations
@@ -10,10 +8,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -41,10 +39,8 @@ TEST_FETCH_FUNC_RULE = "only a function of a module under tests/ or bench/ may r
 WORKER_SLOTS = SlotTable(WorkerSlot, holder="target_id", empty=None)
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
-IDLE_POLL_SECONDS = 0.2
-RECONNECT_SECONDS = 0.5
-# What a database restart looks like from here: the server went away, or the connection broke.
-DATABASE_GONE = (OperationalError, InterfaceError)
+IDLE_POLL_SECONDS, RECONNECT_SECONDS = 0.2, 0.5
+DATABASE_GONE = (OperationalError, InterfaceError)  # a restart: the server went away, or the socket broke
 SHUTDOWN_STATES = ("57P01", "57P02", "57P03")  # admin shutdown, crash shutdown, starting up
 # A lease outlasts a whole fetch: looking for lost ones once a second per process is soon enough.
 RECOVERY = Every(timedelta(seconds=1))
@@ -68,9 +64,7 @@ class TargetFailed(Exception):
 
 
 INTERNAL_FAILURE = TargetFailed(Outcome.INTERNAL, "internal error", Outcome.INTERNAL.hint)
-TOO_BIG = TargetFailed(
-    Outcome.TOO_LONG, "the result is larger than the service stores", Outcome.TOO_LONG.hint
-)
+TOO_BIG = TargetFailed(Outcome.TOO_LONG, "the result exceeds SIFT_BATCH_MAX_BYTES", Outcome.TOO_LONG.hint)
 LOST_THRICE = f"the worker fetching this target was lost {MAX_LOST_LEASES} times"
 WORKER_LOST = TargetFailed(Outcome.WORKER_LOST, LOST_THRICE, Outcome.WORKER_LOST.hint)
 
@@ -80,8 +74,7 @@ class RetryLater(Exception):
 
     def __init__(self, message: str = "busy", *, wait: float | None = None, host_turn: bool = False) -> None:
         super().__init__(message)
-        self.wait = wait
-        self.host_turn = host_turn
+        self.wait, self.host_turn = wait, host_turn
 
 
 @dataclass(frozen=True)
@@ -105,8 +98,7 @@ def fetch_func() -> FetchFunc:
     override = settings.SIFT_TEST_FETCH_FUNC
     if override and not allowed_test_fetch(override):
         raise ImproperlyConfigured(f"SIFT_TEST_FETCH_FUNC={override!r}: {TEST_FETCH_FUNC_RULE}")
-    func: FetchFunc = import_string(override or PIPELINE_FETCH)
-    return func
+    return cast(FetchFunc, import_string(override or PIPELINE_FETCH))
 
 
 def allowed_test_fetch(path: str) -> bool:
@@ -126,10 +118,15 @@ def claim_next_target(now: datetime | None = None) -> Claim | None:
     return claim
 
 
-def _fairest_pending_target(now: datetime) -> Mapping[str, Any] | None:
-    """Live jobs take turns in submit order, one target a turn; a job's targets go in index order.
-    Only the target's row is locked, so two workers can take two targets of one job at once."""
-    return (
+def _take_fairest_target(slot: int, now: datetime) -> Claim | None:
+    """Take the fairest target into ``slot`` and give its job its turn, if the job is still live.
+
+    Live jobs take turns in submit order, one target a turn; a job's targets go in index order.
+    Only the target's row is locked, so two workers can take two targets of one job at once. A
+    cancel committed since the target was read makes the job's update match nothing: the claim is
+    rolled back. A later cancel waits for this transaction and lets the target in flight finish.
+    """
+    row = (
         BatchTarget.objects.select_for_update(skip_locked=True, of=("self",))
         .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
         .filter(status=TargetStatus.PENDING, job__status__in=LIVE_STATUSES)
@@ -137,16 +134,6 @@ def _fairest_pending_target(now: datetime) -> Mapping[str, Any] | None:
         .values("pk", "job_id", "idx", "url", "options", "attempts", "job__caller_class", "job__caller__name")
         .first()
     )
-
-
-def _take_fairest_target(slot: int, now: datetime) -> Claim | None:
-    """Take the fairest target into ``slot`` and give its job its turn, if the job is still live.
-
-    A cancel committed since the target was read makes the job's update match nothing, and the
-    claim is rolled back: the target never starts. A later cancel waits for this transaction and
-    lets the target in flight finish. The job's row is touched last, to hold it only briefly.
-    """
-    row = _fairest_pending_target(now)
     if row is None:
         return None
     lease_until = now + timedelta(seconds=settings.SIFT_BATCH_CLAIM_LEASE)
@@ -154,8 +141,10 @@ def _take_fairest_target(slot: int, now: datetime) -> Claim | None:
         status=TargetStatus.RUNNING, attempts=F("attempts") + 1, lease_until=lease_until, started_at=now
     )
     WORKER_SLOTS.hold(slot, row["pk"], lease_until)
-    live_job = BatchJob.objects.filter(pk=row["job_id"], status__in=LIVE_STATUSES)
-    if not live_job.update(served_at=now, status=JobStatus.RUNNING):
+    # The job's row last, so that it is held only until the commit.
+    if not BatchJob.objects.filter(pk=row["job_id"], status__in=LIVE_STATUSES).update(
+        served_at=now, status=JobStatus.RUNNING
+    ):
         transaction.set_rollback(True)
         return None
     caller = Caller(row["job__caller__name"], row["job__caller_class"])
@@ -184,9 +173,8 @@ def run_claim(claim: Claim, fetch: FetchFunc) -> None:
 
 
 def _store(claim: Attempt, *, result: object = None, failure: TargetFailed | None = None) -> None:
-    """Store the target's end and free its slot. If that fails (the database refused a value, the
-    result is not a mapping), end the target ``internal``, or at least free the slot: the drain goes
-    on at once, and the lease returns the target later."""
+    """Store the target's end and free its slot; if that fails (a value refused, a result that is not
+    a mapping), end the target ``internal``, or at least free the slot and leave it to the lease."""
     try:
         with transaction.atomic():
             stored = finish_target(claim, result=result, failure=failure)
@@ -224,13 +212,9 @@ def finish_target(
 
 def _count_and_settle(job_id: str, failed: int, n_bytes: int, now: datetime) -> int | None:
     """Count a stored target in its job, and settle the job if that was a live job's last: the
-    caller's id if it settled. The job's row is touched last in the store, to hold it only briefly.
-    """
-    counts: dict[str, Any] = {
-        "targets_done": F("targets_done") + 1,
-        "targets_failed": F("targets_failed") + failed,
-    }
-    counts["n_bytes"] = F("n_bytes") + n_bytes
+    caller's id if it settled. The job's row is touched last in the store, to hold it briefly."""
+    counts: dict[str, Any] = {"targets_done": F("targets_done") + 1, "n_bytes": F("n_bytes") + n_bytes}
+    counts["targets_failed"] = F("targets_failed") + failed
     # PostgreSQL checks this condition again on the row once it holds its lock: of two stores at
     # once, exactly one finds itself the last, and only that one reads the counters back.
     if BatchJob.objects.filter(pk=job_id, targets_done__lt=F("targets_total") - 1).update(**counts):
@@ -271,14 +255,8 @@ def _storable_end(result: object, failure: TargetFailed | None) -> dict[str, Any
         outcome = Outcome.INTERNAL
     error = storable.storable_text(str(failure.error), storable.ERROR_MAX_CHARS)
     hint = storable.storable_text(str(failure.hint), storable.HINT_MAX_CHARS)
-    return {
-        "status": TargetStatus.FAILED,
-        "result": None,
-        "n_bytes": 0,
-        "outcome": outcome,
-        "error": error,
-        "hint": hint,
-    }
+    ending = {"status": TargetStatus.FAILED, "result": None, "n_bytes": 0, "outcome": outcome}
+    return ending | {"error": error, "hint": hint}
 
 
 def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
@@ -293,8 +271,7 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
     asked = busy.wait if isinstance(busy.wait, int | float) else 0.0
     # max() keeps RETRY_WAIT against a NaN; min() caps an infinite or huge wait at RETRY_FOR.
     wait = float(min(max(settings.SIFT_BATCH_RETRY_WAIT, asked), settings.SIFT_BATCH_RETRY_FOR))
-    if busy.host_turn:
-        wait = max(asked, 0.0)
+    wait = max(asked, 0.0) if busy.host_turn else wait
     busy_since = F("busy_since") if busy.host_turn else Coalesce(F("busy_since"), Value(now))
     _give_back(claim, not_before=now + timedelta(seconds=wait), busy_since=busy_since)
     log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
@@ -312,8 +289,8 @@ def _give_back(claim: Attempt, **changes: Any) -> int:
 
 
 def recover_lost_claims(now: datetime | None = None) -> int:
-    """Targets whose claim lease ran out go back to pending, or fail ``worker_lost`` the third time.
-    Their slots need no release: a slot's lease is its target's, so it ran out too."""
+    """Targets whose lease ran out go back to pending, or fail ``worker_lost`` the third time; their
+    slots need no release (a slot's lease is its target's)."""
     lost = BatchTarget.objects.filter(status=TargetStatus.RUNNING, lease_until__lt=now or timezone.now())
     again = lost.filter(lost_leases__lt=MAX_LOST_LEASES - 1).update(
         status=TargetStatus.PENDING, lease_until=None, lost_leases=F("lost_leases") + 1
@@ -328,9 +305,8 @@ def recover_lost_claims(now: datetime | None = None) -> int:
 
 @dataclass
 class InFlight:
-    """The claim this process is working on, and whether it may take another. The drain records each
-    claim under ``lock`` and a stop (``batch/stopping.py``) sets ``stopping`` under it: a claim is
-    recorded before the stop looks, or never taken."""
+    """The claim this process is working on, and whether it may take another: the drain records
+    each claim under ``lock``, and a stop (``batch/stopping.py``) sets ``stopping`` under it."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: bool = False
@@ -348,7 +324,8 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
     while time.monotonic() < deadline:
         claimed_at = timezone.now()
         try:
-            claim = _claim_unless_stopping(claimed_at)
+            with IN_FLIGHT.lock:  # a claim is recorded before a stop looks, or never taken
+                claim = IN_FLIGHT.claim = None if IN_FLIGHT.stopping else claim_next_target(claimed_at)
             if claim is None:
                 if IN_FLIGHT.stopping or not wakeups.has_unfinished_work():
                     break
@@ -368,16 +345,9 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
     return ran
 
 
-def _claim_unless_stopping(now: datetime) -> Claim | None:
-    with IN_FLIGHT.lock:
-        IN_FLIGHT.claim = None if IN_FLIGHT.stopping else claim_next_target(now)
-        return IN_FLIGHT.claim
-
-
 def database_went_away(error: BaseException) -> bool:
-    """A lost connection (worth waiting for), not a statement refused on a healthy one (a timeout,
-    a deadlock: it would fail again)? psycopg gives no SQLSTATE for a broken socket; SQLite never
-    goes away."""
+    """A lost connection (worth waiting for), not a statement refused on a healthy one (a timeout, a
+    deadlock: it would fail again)? A broken socket has no SQLSTATE; SQLite never goes away."""
     if isinstance(error, InterfaceError):
         return True
     if not isinstance(error, OperationalError):
@@ -404,8 +374,7 @@ def wait_for_database(until: float) -> bool:
 def release_interrupted_claim(claimed_at: datetime) -> int:
     """Give back what this drain claimed at ``claimed_at`` if it is still ``running``: the database
     went away during its claim, fetch or store. ``started_at`` is the claim's own timestamp, to the
-    microsecond, so it names this drain's claim and no other, even one whose commit went unanswered.
-    """
+    microsecond: it names this drain's claim and no other, even one whose commit went unanswered."""
     running = BatchTarget.objects.filter(status=TargetStatus.RUNNING, started_at=claimed_at)
     row = running.values_list("pk", "job_id", "idx", "attempts").first()
     released = 0 if row is None else _give_back(Attempt(*row), not_before=None)

@@ -231,18 +231,20 @@ def test_nothing_is_claimed_from_a_cancelled_job(agent):
     assert BatchTarget.objects.get().status == "pending"
 
 
-def test_a_cancel_landing_between_reading_a_target_and_claiming_it_drops_the_claim(agent, monkeypatch):
+def test_a_cancel_landing_between_reading_a_target_and_claiming_it_drops_the_claim(agent):
     caller, _ = agent
     job = scripted_job(caller, "a=1")
-    read_target = worker._fairest_pending_target
+    cancelled: list[bool] = []
 
-    def read_then_cancel(now):
-        target = read_target(now)
-        runner.cancel(BatchJob.objects.get(pk=target["job_id"]))
-        return target
+    def cancel_once_the_target_is_read(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not cancelled and sql.startswith("SELECT") and '"batch_batchtarget"."url"' in sql:
+            cancelled.append(runner.cancel(BatchJob.objects.get(pk=job.pk)))
+        return result
 
-    monkeypatch.setattr(worker, "_fairest_pending_target", read_then_cancel)
-    assert worker.claim_next_target() is None
+    with connection.execute_wrapper(cancel_once_the_target_is_read):
+        assert worker.claim_next_target() is None
+    assert cancelled == [True]
     target = job.targets.get()
     assert (target.status, target.attempts) == ("pending", 0)
     assert WorkerSlot.objects.filter(target__isnull=False).count() == 0
