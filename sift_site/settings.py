@@ -255,7 +255,7 @@ Q_CLUSTER = {
     "catch_up": False,
     # django-q2's ORM broker looks for queued tasks this often when it found none: a submit's
     # drains start within it (docs/decisions.md, "Drains start through the stock ORM broker").
-    "poll": 0.1,
+    "poll": 0.05,
     "save_limit": 200,
     "queue_limit": 4,
     "label": "Cluster tasks",
