@@ -1,23 +1,22 @@
-"""django-q2 entry points: thin wrappers around the worker, the runner and the wake-ups."""
+"""django-q2 entry points: thin wrappers around the worker, the jobs service and the wake-ups."""
 
 from __future__ import annotations
 
 from django.conf import settings
 
 from batch import jobs, wakeups, worker
-from batch.wakeups import Wake
 
 
 def drain_targets() -> int:
-    """Run targets for one drain budget; hand over to a fresh task if work is left."""
+    """Run targets for one drain budget; if work is left, make sure drains are queued to go on."""
     ran = worker.drain(worker.fetch_func(), budget=settings.SIFT_BATCH_DRAIN_SECONDS)
-    wakeups.ensure_workers(Wake.HAND_OVER)
+    wakeups.wake_workers()
     return ran
 
 
 def wake_stranded_work() -> int:
     """The per-minute schedule: queue drains if work waits and no drain does."""
-    return wakeups.ensure_workers(Wake.SCHEDULE)
+    return wakeups.wake_workers()
 
 
 def sweep_and_evict() -> str:

@@ -15,11 +15,11 @@ Every figure comes from the timestamps the worker writes (``started_at`` is take
 begins, ``finished_at`` as its store begins) and the bench's clock around ``submit``; the same
 host's clock throughout. Per target, in the order one worker ran them:
 
-- ``held``: ``finished_at - started_at``: the claim (after the first, the rest of the previous
-  store's transaction, which hands the slot to this target, and its commit), the eviction check,
-  the drain loop's turn, the no-op fetch and the serialising of its result;
-- ``gap``: the previous target's ``finished_at`` to this one's ``started_at``: the store's
-  first statements (result, counters, settling) up to the hand-over's look for this target;
+- ``held``: ``finished_at - started_at``: the rest of the claim's transaction and its commit,
+  the no-op fetch and the cleaning of its result;
+- ``gap``: the previous target's ``finished_at`` to this one's ``started_at``: the previous
+  store's transaction (result, counters, settling, the slot freed) and its commit, the eviction
+  check, the drain loop's turn and the next claim's first statements;
 - ``cycle``: ``started_at`` to the next ``started_at`` on the same worker (held + gap): the
   per-target overhead, to compare with the 15 ms aim.
 

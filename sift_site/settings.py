@@ -242,15 +242,15 @@ _task_timeout = int(SIFT_BATCH_DRAIN_SECONDS + SIFT_BATCH_CLAIM_LEASE + 30)
 Q_CLUSTER = {
     "name": "sift",
     "orm": "default",
-    # The ORM broker, whose pusher wakes on a NOTIFY from enqueue rather than at its next poll.
-    "broker_class": "batch.wakeups.WakingBroker",
     "workers": SIFT_BATCH_WORKERS,
     "timeout": _task_timeout,
     # Greater than timeout, or django-q2 would hand a task to a second worker while the first runs.
     "retry": _task_timeout + 60,
     "ack_failures": True,
     "catch_up": False,
-    "poll": 0.1,
+    # django-q2's ORM broker looks for queued tasks this often when it found none: a submit's
+    # drains start within it (docs/decisions.md, "Drains start through the stock ORM broker").
+    "poll": 0.05,
     "save_limit": 200,
     "queue_limit": 4,
     "label": "Cluster tasks",

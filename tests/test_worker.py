@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
-from django.db import connection, transaction
-from django.utils import timezone
+from django.db import connection
 
 from batch import jobs, wakeups, worker
 from batch.models import BatchJob, BatchTarget, WorkerSlot
-from capacity.pacing import Every
 from fetch.targets import Target
 
 from . import fetchers
@@ -236,18 +231,20 @@ def test_nothing_is_claimed_from_a_cancelled_job(agent):
     assert BatchTarget.objects.get().status == "pending"
 
 
-def test_a_cancel_landing_between_reading_a_target_and_claiming_it_drops_the_claim(agent, monkeypatch):
+def test_a_cancel_landing_between_reading_a_target_and_claiming_it_drops_the_claim(agent):
     caller, _ = agent
     job = scripted_job(caller, "a=1")
-    read_target = worker._fairest_pending_target
+    cancelled: list[bool] = []
 
-    def read_then_cancel(now):
-        target = read_target(now)
-        jobs.cancel(BatchJob.objects.get(pk=target.job_id))
-        return target
+    def cancel_once_the_target_is_read(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not cancelled and sql.startswith("SELECT") and '"batch_batchtarget"."url"' in sql:
+            cancelled.append(jobs.cancel(BatchJob.objects.get(pk=job.pk)))
+        return result
 
-    monkeypatch.setattr(worker, "_fairest_pending_target", read_then_cancel)
-    assert worker.claim_next_target() is None
+    with connection.execute_wrapper(cancel_once_the_target_is_read):
+        assert worker.claim_next_target() is None
+    assert cancelled == [True]
     target = job.targets.get()
     assert (target.status, target.attempts) == ("pending", 0)
     assert WorkerSlot.objects.filter(target__isnull=False).count() == 0
@@ -266,36 +263,22 @@ def test_log_lines_carry_ids_and_counts_but_never_a_url_or_host(agent, caplog):
     assert "https://" not in caplog.text
 
 
-# --- the hand-over: a store claims the next target into its slot -----------------------------
-
-FREE_SLOT = 'UPDATE "batch_workerslot" SET "target_id" = NULL'
+# --- one target after another ------------------------------------------------------------------
 
 
-@contextmanager
-def statements_sent() -> Iterator[list[str]]:
-    """The SQL of every statement sent, prepared ones too (the query log has no text for those)."""
-    sent: list[str] = []
-
-    def note(execute, sql, params, many, context):
-        sent.append(sql)
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(note):
-        yield sent
-
-
-def test_a_drain_hands_its_slot_from_store_to_store_and_frees_it_once_at_the_end(agent):
+def test_every_store_frees_its_slot_and_a_drain_ends_holding_none(agent):
     caller, _ = agent
     job = scripted_job(caller, "a=1", "b=1", "c=1", "d=1")
-    with statements_sent() as sent:
-        assert _run_all() == 4
-    frees = [sql for sql in sent if sql.startswith(FREE_SLOT)]
-    assert len(frees) == 1, "every store but the last handed the slot to the next target"
+    claim = worker.claim_next_target()
+    assert claim is not None
+    worker.run_claim(claim, fetchers.scripted)
+    assert not WorkerSlot.objects.filter(target__isnull=False).exists()
+    assert _run_all() == 3
     assert list(job.targets.values_list("status", "attempts")) == [("done", 1)] * 4
     assert not WorkerSlot.objects.filter(target__isnull=False).exists()
 
 
-def test_a_hand_over_takes_turns_between_jobs_like_a_claim(agent, make_caller, fetch_dir):
+def test_two_jobs_alternate_target_by_target_within_a_drain(agent, make_caller, fetch_dir):
     caller, _ = agent
     other, _ = make_caller("other")
     scripted_job(caller, "x=0", "x=1", "x=2")
@@ -305,7 +288,7 @@ def test_a_hand_over_takes_turns_between_jobs_like_a_claim(agent, make_caller, f
     assert order == ["x=0", "y=0", "x=1", "y=1", "x=2"]
 
 
-def test_a_store_after_a_stop_hands_nothing_over(agent, monkeypatch):
+def test_a_stop_during_a_fetch_lets_it_be_stored_and_claims_nothing_more(agent, monkeypatch):
     caller, _ = agent
     job = scripted_job(caller, "a=1", "b=1")
     monkeypatch.setattr(worker, "IN_FLIGHT", worker.InFlight())
@@ -320,98 +303,56 @@ def test_a_store_after_a_stop_hands_nothing_over(agent, monkeypatch):
     assert not WorkerSlot.objects.filter(target__isnull=False).exists()
 
 
-def test_a_busy_retry_hands_the_slot_to_the_next_target(agent, settings):
+def test_a_busy_retry_frees_the_slot_for_the_next_target(agent, settings):
     settings.SIFT_BATCH_RETRY_WAIT = 60
     caller, _ = agent
     job = scripted_job(caller, "busy=1", "b=1")
-    with statements_sent() as sent:
-        claim = worker.claim_next_target()
-        assert claim is not None
-        following = worker.run_claim(
-            claim, fetchers.scripted, worker.Successor(deadline=time.monotonic() + 30)
-        )
-    assert following is not None
-    assert following.idx == 1
-    assert not [sql for sql in sent if sql.startswith(FREE_SLOT)]
-    assert list(job.targets.values_list("status", flat=True)) == ["pending", "running"]
-    assert WorkerSlot.objects.get(target__isnull=False).target_id == following.target_id
-
-
-def test_a_store_and_its_hand_over_take_three_statements_on_postgresql(agent, monkeypatch):
-    """The store with the job's counters, the next target's read, and its job's turn with its claim
-    and the slot: each a statement of its own on SQLite, which has no UPDATE inside a WITH."""
-    caller, _ = agent
-    job = scripted_job(caller, "a=1", "b=1", "c=1")
     claim = worker.claim_next_target()
     assert claim is not None
-    monkeypatch.setattr(worker, "RECOVERY", Every(timedelta(hours=1)))
-    worker.RECOVERY.due(timezone.now())  # not due again during the test
-    with statements_sent() as sent:
-        following = worker.run_claim(
-            claim, fetchers.scripted, worker.Successor(deadline=time.monotonic() + 30)
-        )
+    worker.run_claim(claim, fetchers.scripted)
+    assert not WorkerSlot.objects.filter(target__isnull=False).exists()
+    following = worker.claim_next_target()
     assert following is not None
-    assert (following.idx, following.attempt) == (1, 1)
-    verbs = [
-        sql.split()[0] for sql in sent if not sql.startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))
-    ]
-    if connection.vendor == "postgresql":
-        assert verbs == ["WITH", "SELECT", "WITH"]
-    else:
-        assert verbs == ["UPDATE", "UPDATE", "SELECT", "UPDATE", "UPDATE", "UPDATE"]
+    assert following.idx == 1
+    assert list(job.targets.values_list("status", flat=True)) == ["pending", "running"]
+
+
+def test_the_last_store_settles_the_job_and_earlier_ones_only_count(agent):
+    caller, _ = agent
+    job = scripted_job(caller, "a=1", "fail=timeout")
+    first = worker.claim_next_target()
+    worker.run_claim(first, fetchers.scripted)
     job.refresh_from_db()
-    assert (job.status, job.targets_done, job.targets_failed) == ("running", 1, 0)
-    assert list(job.targets.values_list("status", "attempts")) == [
-        ("done", 1),
-        ("running", 1),
-        ("pending", 0),
-    ]
-    assert job.targets.get(idx=0).result["meta"] == {"caller": caller.name, "attempt": 1}
-    assert WorkerSlot.objects.get(target__isnull=False).target_id == following.target_id
+    assert (job.status, job.targets_done, job.targets_failed, job.finished_at) == ("running", 1, 0, None)
+    worker.run_claim(worker.claim_next_target(), fetchers.scripted)
+    job.refresh_from_db()
+    assert (job.status, job.targets_done, job.targets_failed) == ("partial", 2, 1)
+    assert job.finished_at is not None
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks only exist on PostgreSQL")
 @pytest.mark.django_db(transaction=True)
-def test_a_hand_over_never_waits_for_another_jobs_row_and_the_drain_claims_it_in_turn(
-    agent, make_caller, fetch_dir
-):
-    """Two stores handing over to each other's job would deadlock: a locked job row is left to a claim."""
+def test_two_stores_at_once_count_both_targets_and_settle_the_job_once(agent, settings):
+    """Each store locks the job's row before counting: exactly one of them sees the last target."""
+    settings.SIFT_BATCH_WORKERS = 2
     caller, _ = agent
-    other, _ = make_caller("other")
-    first = scripted_job(caller, "x=0", "x=1")
-    locked = scripted_job(other, "y=0")
-    holding = threading.Event()
-    seen: list[bool] = []
+    for _ in range(5):
+        job = scripted_job(caller, "a=1", "b=1")
+        claims = [worker.claim_next_target(), worker.claim_next_target()]
+        barrier = threading.Barrier(2)
 
-    def hold_the_job_row() -> None:
-        try:
-            with transaction.atomic():
-                BatchJob.objects.select_for_update().get(pk=locked.pk)
-                holding.set()
-                seen.append(stored_with_its_slot_free(first))
-        finally:
-            connection.close()
+        def store(claim: worker.Claim, barrier: threading.Barrier = barrier) -> None:
+            try:
+                barrier.wait(5)
+                worker.run_claim(claim, fetchers.scripted)
+            finally:
+                connection.close()
 
-    holder = threading.Thread(target=hold_the_job_row)
-    holder.start()
-    assert holding.wait(10)
-    try:
-        assert _run_all() == 3
-    finally:
-        holder.join(20)
-    assert seen == [True], "the store after x=0 freed its slot rather than wait for the locked job"
-    order = [url.split("?")[1] for event, _, _, url in fetchers.read_calls(fetch_dir) if event == "start"]
-    assert order == ["x=0", "y=0", "x=1"]
-
-
-def stored_with_its_slot_free(job: BatchJob) -> bool:
-    """Seen from another connection within 10 s: the job's first target stored and no slot held.
-
-    A store that waited for the locked row would commit neither until that lock goes.
-    """
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if job.targets.filter(idx=0, status="done").exists():
-            return not WorkerSlot.objects.filter(target__isnull=False).exists()
-        time.sleep(0.01)
-    return False
+        threads = [threading.Thread(target=store, args=(claim,)) for claim in claims]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20)
+        job.refresh_from_db()
+        assert (job.status, job.targets_done) == ("done", 2)
+        assert BatchJob.objects.filter(pk=job.pk, finished_at__isnull=False).count() == 1

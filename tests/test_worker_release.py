@@ -1,4 +1,4 @@
-"""Giving claims back, in process: a stopping worker, and a claim whose commit was never answered."""
+"""Giving claims back, in process: a stopping worker, and a claim the database going away interrupted."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from django.utils import timezone
 from batch import jobs, stopping, worker
 from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget, WorkerSlot
+from fetch.targets import Target
 
 from . import fetchers
 from .deployment import wait_for
@@ -74,16 +75,40 @@ def test_a_claim_stored_before_the_release_keeps_its_result_and_a_store_after_it
 
 
 @pytest.mark.django_db
-def test_an_unanswered_claim_is_found_by_its_own_timestamp_only(agent):
+def test_an_interrupted_claim_is_found_by_its_own_timestamp_only(agent):
     caller, _ = agent
     job = _submit(caller, "a=1")
     claimed_at = timezone.now()
     assert worker.claim_next_target(claimed_at) is not None  # ... and its answer was lost
-    assert worker.release_unanswered_claim(timezone.now()) == 0
-    assert worker.release_unanswered_claim(claimed_at) == 1
+    assert worker.release_interrupted_claim(timezone.now()) == 0
+    assert worker.release_interrupted_claim(claimed_at) == 1
     target = job.targets.get()
     assert (target.status, target.lost_leases) == ("pending", 0)
     assert not WorkerSlot.objects.filter(target__isnull=False).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fetch_cut_by_the_database_going_away_is_given_back_and_run_again(agent, fresh_in_flight, caplog):
+    caller, _ = agent
+    job = _submit(caller, "a=1")
+    calls: list[str] = []
+
+    def cut_once(who: worker.Caller, target: Target) -> worker.Result:
+        calls.append(target.url)
+        if len(calls) == 1:
+            raise _wrapped(
+                psycopg.errors.AdminShutdown("terminating connection due to administrator command")
+            )
+        return fetchers.scripted(who, target)
+
+    try:
+        assert worker.drain(cut_once, budget=10) == 1
+    finally:
+        connection.close()
+    target = job.targets.get()
+    assert (target.status, target.attempts, target.lost_leases) == ("done", 2, 0)
+    assert len(calls) == 2
+    assert "the database is unavailable" in caplog.text
 
 
 @pytest.mark.django_db

@@ -11,9 +11,9 @@ from typing import Any
 
 from django.conf import settings
 
-from batch.models import JOB_ID_PATTERN, MAX_DB_INT
 from batch.api.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
 from batch.api.schemas import targets_schema
+from batch.models import JOB_ID_PATTERN, MAX_DB_INT
 from fetch.limits import MAX_URL_CHARS
 from fetch.options import option_schemas, url_schema
 
