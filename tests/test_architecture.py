@@ -1,0 +1,49 @@
+"""docs/architecture.md's module map names every source module, so a reader can find each one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAP = ROOT / "docs" / "architecture.md"
+PACKAGES = ("batch", "fetch", "capacity", "sift_site")
+
+
+def _sections() -> dict[str, str]:
+    """Each ``### `package/` `` heading of the module map, with the text under it."""
+    text = MAP.read_text()
+    parts = re.split(r"^### `([a-z_]+)/`.*$", text, flags=re.MULTILINE)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def _modules(package: str) -> list[str]:
+    base = ROOT / package
+    return sorted(
+        str(path.relative_to(base))
+        for path in base.rglob("*.py")
+        if "migrations" not in path.parts and path.name != "__init__.py"
+    )
+
+
+def _named(module: str, section: str) -> bool:
+    """The module's path, or a folder holding it (``management/commands/``), in backticks."""
+    names = set(re.findall(r"`([^`]+)`", section))
+    folders = {name for name in names if name.endswith("/")}
+    return module in names or any(module.startswith(folder) for folder in folders)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_source_module_is_in_the_module_map(package):
+    section = _sections().get(package)
+    assert section is not None, f"docs/architecture.md has no '### `{package}/`' section"
+    missing = [module for module in _modules(package) if not _named(module, section)]
+    assert missing == [], f"modules missing from the {package}/ map in docs/architecture.md: {missing}"
+
+
+def test_the_map_names_no_module_that_does_not_exist():
+    for package, section in _sections().items():
+        for name in re.findall(r"^\| `([^`]+\.py)`", section, flags=re.MULTILINE):
+            assert (ROOT / package / name).exists(), f"docs/architecture.md lists {package}/{name}, which is gone"
