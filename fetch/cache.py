@@ -79,8 +79,8 @@ def is_fresh(document: CachedDocument, now: datetime | None = None) -> bool:
 def conditional_headers(document: CachedDocument) -> dict[str, str]:
     """Validators for revalidating a stale copy: a 304 answer means it is still good.
 
-    A stored validator is sent only if it still parses, so a row written before validators were
-    checked (or edited by hand) cannot make the request malformed.
+    A stored validator is sent only if it parses, so a row holding a malformed one (edited by
+    hand, say) cannot make the request malformed.
     """
     conditions = {}
     if etag := headers.etag(document.etag or None):
@@ -134,8 +134,8 @@ def _lighten_this_transaction(*, asynchronous: bool) -> None:
     With ``asynchronous`` (the transaction is the store's own, not a caller's holding other
     writes) it commits without waiting for its WAL to reach the disk: a crash of the database
     may lose the last copies stored, which only makes the next fetch of those URLs a miss. Its body is
-    compressed with lz4 where the server has it: several times less CPU than the default pglz
-    for a body of a few hundred KB, which every cache miss stores.
+    compressed with lz4 where the server has it, which costs far less CPU than the default pglz
+    on the large bodies every cache miss stores.
     """
     connection = transaction.get_connection(router.db_for_write(CachedDocument))
     if connection.vendor != "postgresql":
@@ -160,8 +160,8 @@ def _upsert(document: CachedDocument, update_fields: list[str]) -> None:
 
     On PostgreSQL the statement is sent with its parameters bound by the server: Django's
     default, client-side binding, would send the body as a hex literal twice its size inside the
-    SQL text for the server to parse, about 4 times the database's CPU of a bound parameter
-    (2 ms against 0.5 for a page of 170 KB), and 5 times this process's.
+    SQL text for the server to parse, costing both the database and this process far more CPU
+    than a bound parameter.
     """
     connection = transaction.get_connection(router.db_for_write(CachedDocument))
     unique_fields = ["partition", "url_sha256"]

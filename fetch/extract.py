@@ -41,8 +41,8 @@ DEFAULT_MEDIA_TYPES = {
 NARROW_HINT = (
     "Narrow it: pages for a PDF, grep for matching lines, question for the relevant passages, jq for JSON."
 )
-# CPU seconds HTML extraction may take in the sandbox: a base, and more for a bigger page
-# (a 20 MiB page takes a few seconds; a budget well above that still ends a pathological one).
+# CPU seconds HTML extraction may take in the sandbox: a base, and more for a bigger page; well
+# above what a large ordinary page needs, so that only a pathological one runs out.
 HTML_CPU_SECONDS = 10.0
 HTML_CPU_SECONDS_PER_MIB = 1.0
 HTML_TIME_HINT = (

@@ -90,7 +90,7 @@ def take_at_once(
     The same rows as ``SlotTable.take_free`` then ``hold``, without a transaction around them:
     one ``UPDATE ... RETURNING`` whose subquery locks the row it picks (``FOR UPDATE SKIP
     LOCKED`` on PostgreSQL; SQLite runs one writer at a time anyway). Every fetch takes a slot,
-    and four round trips to the database instead of one were a good part of a fetch's own cost.
+    so one round trip rather than a transaction of several is saved on every fetch.
     """
     meta = table.model._meta
     connection = connections[router.db_for_write(table.model)]

@@ -51,10 +51,10 @@ PROBE_CHARS = 120
 _PEER_TAGS = ("article", "div", "li", "section", "main")
 # A leading line that is part of the page's title, this long or longer, repeats it.
 TITLE_PART_MIN_CHARS = 12
-# trafilatura's time grows with the number of elements, faster than linearly past ~100,000
-# (240,000 paragraphs: 10 s and 500 MB). A page with more elements than this is flattened whole
-# instead (a 20 MB page: about 2 s, 250 MB); the "main content" of such a page (a specification,
-# a log, a single-page manual) is rarely a small part of it anyway.
+# trafilatura's time and memory grow with the number of elements, faster than linearly past
+# ~100,000 (docs/fetch-content.md). A page with more elements than this is flattened whole
+# instead, at a fraction of the cost; the "main content" of such a page (a specification, a log, a
+# single-page manual) is rarely a small part of it anyway.
 MAIN_CONTENT_MAX_ELEMENTS = 50_000
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
 _SPACES = re.compile(r"\s+")

@@ -49,11 +49,12 @@ logger = logging.getLogger(__name__)
 SANDBOX_CHILDREN = min(8, max(2, len(os.sched_getaffinity(0))))
 # Address-space limit of a child: PDFium and jq abort when an allocation fails under it.
 SANDBOX_MEMORY_BYTES = 1 << 30
-# A child serves this many requests, then is replaced, so leaks in the parsers stay bounded
-# (a child's RSS stays near 90 MB over 900 benchmark pages; a new child costs ~0.2 s of CPU).
+# A child serves this many requests, then is replaced, so leaks in the parsers stay bounded;
+# many, because a child's memory stays flat over the benchmark's pages and a new child's imports
+# cost CPU (docs/benchmarks.md, "Extraction through the service").
 SANDBOX_REQUESTS_PER_CHILD = 1000
-# A new child imports PDFium, jq and trafilatura before it serves anything (about a second, more
-# on a busy machine); that wait is not charged to the first request's wall budget.
+# A new child imports PDFium, jq and trafilatura before it serves anything; that wait, up to this
+# long, is not charged to the first request's wall budget.
 SANDBOX_START_SECONDS = 30.0
 MAX_REPLY_HEADER_BYTES = 64 << 10
 

@@ -37,9 +37,9 @@ __all__ = [
     "re2_options",
 ]
 
-# jq compiles in time quadratic in the program (about 0.25 s for the worst 4000 characters found)
-# and RE2 in time that grows with its compile memory (about 0.12 s within 1 MiB), so a submission
-# may carry only so many distinct grep and jq programs, and so many characters of them in all.
+# jq compiles in time quadratic in the program and RE2 in time that grows with its compile
+# memory, so a submission may carry only so many distinct grep and jq programs, and so many
+# characters of them in all.
 MAX_PROGRAM_CHARS_PER_SUBMISSION = 16_000
 MAX_PROGRAMS_PER_SUBMISSION = 8
 # RE2's compile memory; a pattern that needs more is refused rather than built.

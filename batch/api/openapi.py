@@ -85,7 +85,7 @@ def finish_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 class SiftApi(NinjaAPI):
     def get_openapi_operation_id(self, operation: Operation) -> str:
-        # Named after the view alone, as when the API was one module: clients keep their ids.
+        # Named after the view alone, whichever router module holds it, so clients' ids stay put.
         return f"batch_api_{operation.view_func.__name__}"
 
     def get_openapi_schema(
