@@ -336,9 +336,11 @@ def test_two_stores_at_once_count_both_targets_and_settle_the_job_once(agent, se
     """Each store locks the job's row before counting: exactly one of them sees the last target."""
     settings.SIFT_BATCH_WORKERS = 2
     caller, _ = agent
-    for _ in range(5):
-        job = scripted_job(caller, "a=1", "b=1")
+    for run in range(5):
+        # Other targets each run: the same ones would answer the first, finished job (content reuse).
+        job = scripted_job(caller, f"a={run}", f"b={run}")
         claims = [worker.claim_next_target(), worker.claim_next_target()]
+        assert None not in claims
         barrier = threading.Barrier(2)
 
         def store(claim: worker.Claim, barrier: threading.Barrier = barrier) -> None:
