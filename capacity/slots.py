@@ -40,6 +40,12 @@ class SlotTable:
     def hold(self, number: int, holder: object, lease_until: datetime) -> None:
         self._manager().filter(number=number).update(**{self.holder: holder, "lease_until": lease_until})
 
+    def pass_on(self, number: int, holder: object, successor: object, lease_until: datetime) -> bool:
+        """Hand slot ``number`` from ``holder`` to ``successor`` with a new lease, if ``holder``
+        still holds it: a holder that keeps its slot for its next piece of work."""
+        held = self._manager().filter(number=number, **{self.holder: holder})
+        return bool(held.update(**{self.holder: successor, "lease_until": lease_until}))
+
     def release(self, number: int, holder: object) -> bool:
         """Free slot ``number`` if ``holder`` still holds it."""
         return bool(self._manager().filter(number=number, **{self.holder: holder}).update(**self._free()))
