@@ -8,23 +8,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from batch import jobs, metrics, storable, wakeups, webhooks
+from batch.fetchfunc import Caller, FetchFunc, RetryLater, TargetFailed
 from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, JobStatus, TargetStatus, WorkerSlot
+from batch.reconnect import DATABASE_GONE, database_went_away, wait_for_database
 from capacity.pacing import Every
-from capacity.slots import SlotTable
+from capacity.slots import ANYONE, SlotTable
 from fetch.outcomes import Outcome
 from fetch.targets import Target
 
@@ -39,42 +40,15 @@ TEST_FETCH_FUNC_RULE = "only a function of a module under tests/ or bench/ may r
 WORKER_SLOTS = SlotTable(WorkerSlot, holder="target_id", empty=None)
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
-IDLE_POLL_SECONDS, RECONNECT_SECONDS = 0.2, 0.5
-DATABASE_GONE = (OperationalError, InterfaceError)  # a restart: the server went away, or the socket broke
-SHUTDOWN_STATES = ("57P01", "57P02", "57P03")  # admin shutdown, crash shutdown, starting up
+IDLE_POLL_SECONDS = 0.2
 # A lease outlasts a whole fetch: looking for lost ones once a second per process is soon enough.
 RECOVERY = Every(timedelta(seconds=1))
-
-
-class Caller(NamedTuple):
-    name: str
-    caller_class: str
-
-
-Result = dict[str, Any]
-FetchFunc = Callable[[Caller, Target], Result]
-
-
-class TargetFailed(Exception):
-    """Why a target failed: an outcome of the table, an error and a hint. A FetchFunc raises it."""
-
-    def __init__(self, outcome: Outcome, error: str, hint: str) -> None:
-        super().__init__(error)
-        self.outcome, self.error, self.hint = outcome, error, hint
 
 
 INTERNAL_FAILURE = TargetFailed(Outcome.INTERNAL, "internal error", Outcome.INTERNAL.hint)
 TOO_BIG = TargetFailed(Outcome.TOO_LONG, "the result exceeds SIFT_BATCH_MAX_BYTES", Outcome.TOO_LONG.hint)
 LOST_THRICE = f"the worker fetching this target was lost {MAX_LOST_LEASES} times"
 WORKER_LOST = TargetFailed(Outcome.WORKER_LOST, LOST_THRICE, Outcome.WORKER_LOST.hint)
-
-
-class RetryLater(Exception):
-    """Busy: try again after ``wait`` seconds; ``host_turn``: the host is not due yet (docs/politeness.md)."""
-
-    def __init__(self, message: str = "busy", *, wait: float | None = None, host_turn: bool = False) -> None:
-        super().__init__(message)
-        self.wait, self.host_turn = wait, host_turn
 
 
 @dataclass(frozen=True)
@@ -156,11 +130,7 @@ def _take_fairest_target(slot: int, now: datetime, after: Claim | None, keep_slo
     BatchTarget.objects.filter(pk=row["pk"]).update(
         status=TargetStatus.RUNNING, attempts=F("attempts") + 1, lease_until=lease_until, started_at=now
     )
-    if after is None:
-        WORKER_SLOTS.hold(slot, row["pk"], lease_until)
-        held = True
-    else:
-        held = WORKER_SLOTS.pass_on(slot, after.target_id, row["pk"], lease_until)
+    held = WORKER_SLOTS.hold(slot, row["pk"], lease_until, instead_of=after.target_id if after else ANYONE)
     # The job's row last, so that it is held only until the commit.
     if not held or not LIVE_JOBS.filter(pk=row["job_id"]).update(served_at=now, status=JobStatus.RUNNING):
         transaction.set_rollback(True)
@@ -294,18 +264,17 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
     wait = float(min(max(settings.SIFT_BATCH_RETRY_WAIT, asked), settings.SIFT_BATCH_RETRY_FOR))
     wait = max(asked, 0.0) if busy.host_turn else wait
     busy_since = F("busy_since") if busy.host_turn else Coalesce(F("busy_since"), Value(now))
-    _give_back(claim, keep_slot=claim.keep_slot, not_before=now + timedelta(seconds=wait), busy_since=busy_since)
+    _give_back(claim, not_before=now + timedelta(seconds=wait), busy_since=busy_since)
     log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
 
 
-def _give_back(claim: Attempt, *, keep_slot: bool = False, **changes: Any) -> int:
-    """Put the target back to pending if the claim is still current, and free the claim's slot
-    unless ``keep_slot``."""
+def _give_back(claim: Attempt, **changes: Any) -> int:
+    """Put the target back to pending if the claim is still current, and free its slot unless kept."""
     current = RUNNING_TARGETS.filter(pk=claim.target_id, attempts=claim.attempt)
     changes.update(status=TargetStatus.PENDING, lease_until=None)
     with transaction.atomic():
         changed = current.update(**changes)
-        if changed and not keep_slot:
+        if changed and not claim.keep_slot:
             WORKER_SLOTS.release_held_by(claim.target_id)
     return changed
 
@@ -398,32 +367,6 @@ def _free_kept_slot() -> None:
         log.warning("freeing the drain's slot failed; its lease will free it", exc_info=True)
 
 
-def database_went_away(error: BaseException) -> bool:
-    """A lost connection (worth waiting for), not a statement refused on a healthy one (a timeout, a
-    deadlock: it would fail again)? A broken socket has no SQLSTATE; SQLite never goes away."""
-    if isinstance(error, InterfaceError):
-        return True
-    if not isinstance(error, OperationalError):
-        return False
-    sqlstate = getattr(error.__cause__, "sqlstate", None)
-    if sqlstate is not None:
-        return bool(sqlstate.startswith("08") or sqlstate in SHUTDOWN_STATES)
-    return connection.vendor == "postgresql"
-
-
-def wait_for_database(until: float) -> bool:
-    """Reconnect every half second until the database answers (``True``) or ``until`` passes."""
-    while True:
-        connection.close()  # a broken connection is never reused; a new one is made on demand
-        try:
-            connection.ensure_connection()
-            return True
-        except DATABASE_GONE:
-            if time.monotonic() >= until:
-                return False
-            time.sleep(RECONNECT_SECONDS)
-
-
 def release_interrupted_claim(claimed_at: datetime) -> int:
     """Give back what this drain claimed at ``claimed_at`` if it is still ``running``: the database
     went away during its claim, fetch or store. ``started_at`` is the claim's own timestamp, to the
@@ -448,9 +391,10 @@ def stop_claiming(wait: float) -> None:
 
 
 def release_claim(claim: Claim) -> bool:
-    """Give a claim back for an immediate retry: its worker is stopping, not lost (``lost_leases``
-    unchanged). Conditional like every store: a result that committed first wins."""
+    """Give a claim back for an immediate retry, and free its slot: its worker is stopping, not lost
+    (``lost_leases`` unchanged). Conditional like every store: a result that committed first wins."""
     released = _give_back(claim, not_before=None)
+    WORKER_SLOTS.release(claim.slot, claim.target_id)
     if released:
         log.info("job %s target %d released for a retry: the worker is stopping", claim.job_id, claim.idx)
     return bool(released)
