@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from batch import jobs, metrics, storable, wakeups, webhooks
-from batch.fetchfunc import Caller, FetchFunc, RetryLater, TargetFailed
+from batch.fetchfunc import Caller, FetchFunc, Result, RetryLater, TargetFailed  # noqa: F401 (Result)
 from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, JobStatus, TargetStatus, WorkerSlot
 from batch.reconnect import DATABASE_GONE, database_went_away, wait_for_database
 from capacity.pacing import Every
