@@ -100,9 +100,9 @@ def claim_next_target(
 ) -> Claim | None:
     """Take the next target in round-robin order into a slot, or ``None`` if no slot or no target.
 
-    The slot is a free one, or ``after``'s: a drain's previous claim, stored since, whose slot
-    the drain kept (``keep_slot``) and still holds. ``None`` if it no longer does (its lease ran
-    out, or a release freed it): the drain then frees nothing and takes a free slot next time.
+    The slot is a free one, or the one ``after`` (the drain's previous claim, stored since) was
+    fetched in, handed on if that claim still holds it: ``None`` if not (its lease ran out, or a
+    release freed it). ``keep_slot``: the new claim's store leaves the slot to the next claim.
     """
     now = now or timezone.now()
     if RECOVERY.due(now):
