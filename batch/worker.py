@@ -8,23 +8,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q, Value
+from django.db import DatabaseError, transaction
+from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from batch import jobs, metrics, storable, wakeups, webhooks
+from batch.fetchfunc import Caller, FetchFunc, Result, RetryLater, TargetFailed  # noqa: F401 (Result)
 from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, JobStatus, TargetStatus, WorkerSlot
+from batch.reconnect import DATABASE_GONE, database_went_away, wait_for_database
 from capacity.pacing import Every
-from capacity.slots import SlotTable
+from capacity.slots import ANYONE, SlotTable
 from fetch.outcomes import Outcome
 from fetch.targets import Target
 
@@ -39,28 +40,9 @@ TEST_FETCH_FUNC_RULE = "only a function of a module under tests/ or bench/ may r
 WORKER_SLOTS = SlotTable(WorkerSlot, holder="target_id", empty=None)
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
-IDLE_POLL_SECONDS, RECONNECT_SECONDS = 0.2, 0.5
-DATABASE_GONE = (OperationalError, InterfaceError)  # a restart: the server went away, or the socket broke
-SHUTDOWN_STATES = ("57P01", "57P02", "57P03")  # admin shutdown, crash shutdown, starting up
+IDLE_POLL_SECONDS = 0.2
 # A lease outlasts a whole fetch: looking for lost ones once a second per process is soon enough.
 RECOVERY = Every(timedelta(seconds=1))
-
-
-class Caller(NamedTuple):
-    name: str
-    caller_class: str
-
-
-Result = dict[str, Any]
-FetchFunc = Callable[[Caller, Target], Result]
-
-
-class TargetFailed(Exception):
-    """Why a target failed: an outcome of the table, an error and a hint. A FetchFunc raises it."""
-
-    def __init__(self, outcome: Outcome, error: str, hint: str) -> None:
-        super().__init__(error)
-        self.outcome, self.error, self.hint = outcome, error, hint
 
 
 INTERNAL_FAILURE = TargetFailed(Outcome.INTERNAL, "internal error", Outcome.INTERNAL.hint)
@@ -69,28 +51,25 @@ LOST_THRICE = f"the worker fetching this target was lost {MAX_LOST_LEASES} times
 WORKER_LOST = TargetFailed(Outcome.WORKER_LOST, LOST_THRICE, Outcome.WORKER_LOST.hint)
 
 
-class RetryLater(Exception):
-    """Busy: try again after ``wait`` seconds; ``host_turn``: the host is not due yet (docs/politeness.md)."""
-
-    def __init__(self, message: str = "busy", *, wait: float | None = None, host_turn: bool = False) -> None:
-        super().__init__(message)
-        self.wait, self.host_turn = wait, host_turn
-
-
 @dataclass(frozen=True)
 class Attempt:
-    """Which target, and which attempt at it: only the current attempt may store its end."""
+    """Which target, and which attempt at it: only the current attempt may store its end. Storing
+    it or giving it back frees its slot, unless its drain keeps the slot for its next claim."""
 
     target_id: int
     job_id: str
     idx: int
     attempt: int
+    keep_slot: bool = field(default=False, kw_only=True)
 
 
 @dataclass(frozen=True)
 class Claim(Attempt):
+    """A claimed target and the slot it is fetched in."""
+
     caller: Caller
     target: Target
+    slot: int
 
 
 def fetch_func() -> FetchFunc:
@@ -105,20 +84,38 @@ def allowed_test_fetch(path: str) -> bool:
     return path.startswith(TEST_FETCH_MODULES)
 
 
-def claim_next_target(now: datetime | None = None) -> Claim | None:
-    """Take a free slot and the next target in round-robin order, or ``None`` if either is missing."""
+# The querysets every claim and store starts from; each use adds its own filters to a copy.
+WAITING_TARGETS = (
+    BatchTarget.objects.select_for_update(skip_locked=True, of=("self",))
+    .filter(status=TargetStatus.PENDING, job__status__in=LIVE_STATUSES)
+    .order_by(F("job__served_at").asc(nulls_first=True), "job__created_at", "job_id", "idx")
+    .values("pk", "job_id", "idx", "url", "options", "attempts", "job__caller_class", "job__caller__name")
+)
+RUNNING_TARGETS = BatchTarget.objects.filter(status=TargetStatus.RUNNING)
+LIVE_JOBS = BatchJob.objects.filter(status__in=LIVE_STATUSES)
+
+
+def claim_next_target(
+    now: datetime | None = None, *, after: Claim | None = None, keep_slot: bool = False
+) -> Claim | None:
+    """Take the next target in round-robin order into a slot, or ``None`` if no slot or no target.
+
+    The slot is a free one, or the one ``after`` (the drain's previous claim, stored since) was
+    fetched in, handed on if that claim still holds it: ``None`` if not (its lease ran out, or a
+    release freed it). ``keep_slot``: the new claim's store leaves the slot to the next claim.
+    """
     now = now or timezone.now()
     if RECOVERY.due(now):
         recover_lost_claims(now)
     with transaction.atomic():
-        slot = WORKER_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
-        claim = None if slot is None else _take_fairest_target(slot, now)
+        slot = after.slot if after is not None else WORKER_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
+        claim = None if slot is None else _take_fairest_target(slot, now, after, keep_slot)
     if claim is not None:
         log.info("job %s target %d claimed attempt=%d slot=%d", claim.job_id, claim.idx, claim.attempt, slot)
     return claim
 
 
-def _take_fairest_target(slot: int, now: datetime) -> Claim | None:
+def _take_fairest_target(slot: int, now: datetime, after: Claim | None, keep_slot: bool) -> Claim | None:
     """Take the fairest target into ``slot`` and give its job its turn, if the job is still live.
 
     Live jobs take turns in submit order, one target a turn; a job's targets go in index order.
@@ -126,30 +123,22 @@ def _take_fairest_target(slot: int, now: datetime) -> Claim | None:
     cancel committed since the target was read makes the job's update match nothing: the claim is
     rolled back. A later cancel waits for this transaction and lets the target in flight finish.
     """
-    row = (
-        BatchTarget.objects.select_for_update(skip_locked=True, of=("self",))
-        .filter(Q(not_before__isnull=True) | Q(not_before__lte=now))
-        .filter(status=TargetStatus.PENDING, job__status__in=LIVE_STATUSES)
-        .order_by(F("job__served_at").asc(nulls_first=True), "job__created_at", "job_id", "idx")
-        .values("pk", "job_id", "idx", "url", "options", "attempts", "job__caller_class", "job__caller__name")
-        .first()
-    )
+    row = WAITING_TARGETS.exclude(not_before__gt=now).first()  # no retry waiting for a later time
     if row is None:
         return None
     lease_until = now + timedelta(seconds=settings.SIFT_BATCH_CLAIM_LEASE)
     BatchTarget.objects.filter(pk=row["pk"]).update(
         status=TargetStatus.RUNNING, attempts=F("attempts") + 1, lease_until=lease_until, started_at=now
     )
-    WORKER_SLOTS.hold(slot, row["pk"], lease_until)
+    held = WORKER_SLOTS.hold(slot, row["pk"], lease_until, instead_of=after.target_id if after else ANYONE)
     # The job's row last, so that it is held only until the commit.
-    if not BatchJob.objects.filter(pk=row["job_id"], status__in=LIVE_STATUSES).update(
-        served_at=now, status=JobStatus.RUNNING
-    ):
+    if not held or not LIVE_JOBS.filter(pk=row["job_id"]).update(served_at=now, status=JobStatus.RUNNING):
         transaction.set_rollback(True)
         return None
     caller = Caller(row["job__caller__name"], row["job__caller_class"])
     target = Target.from_stored(row["url"], row["options"])
-    return Claim(row["pk"], row["job_id"], row["idx"], row["attempts"] + 1, caller, target)
+    attempt = row["attempts"] + 1
+    return Claim(row["pk"], row["job_id"], row["idx"], attempt, caller, target, slot, keep_slot=keep_slot)
 
 
 def run_claim(claim: Claim, fetch: FetchFunc) -> None:
@@ -200,10 +189,11 @@ def finish_target(
     """Store a target's end (``failure`` or else ``result``) and count it, in the caller's transaction:
     the bytes stored and, if it settled the job, its caller's id; ``None`` for a late answer, dropped."""
     ending, now = _storable_end(result, failure), timezone.now()
-    current = BatchTarget.objects.filter(pk=claim.target_id, status=TargetStatus.RUNNING)
-    if not current.filter(attempts=claim.attempt).update(finished_at=now, lease_until=None, **ending):
+    current = RUNNING_TARGETS.filter(pk=claim.target_id, attempts=claim.attempt)
+    if not current.update(finished_at=now, lease_until=None, **ending):
         return None
-    WORKER_SLOTS.release_held_by(claim.target_id)
+    if not claim.keep_slot:
+        WORKER_SLOTS.release_held_by(claim.target_id)
     status, n_bytes, outcome = ending["status"], ending["n_bytes"], ending["outcome"] or "ok"
     metrics.TARGETS.labels(outcome).inc()
     log.info("job %s target %d %s outcome=%s bytes=%d", claim.job_id, claim.idx, status, outcome, n_bytes)
@@ -214,7 +204,8 @@ def _count_and_settle(job_id: str, failed: int, n_bytes: int, now: datetime) -> 
     """Count a stored target in its job, and settle the job if that was a live job's last: the
     caller's id if it settled. The job's row is touched last in the store, to hold it briefly."""
     counts: dict[str, Any] = {"targets_done": F("targets_done") + 1, "n_bytes": F("n_bytes") + n_bytes}
-    counts["targets_failed"] = F("targets_failed") + failed
+    if failed:
+        counts["targets_failed"] = F("targets_failed") + failed
     # PostgreSQL checks this condition again on the row once it holds its lock: of two stores at
     # once, exactly one finds itself the last, and only that one reads the counters back.
     if BatchJob.objects.filter(pk=job_id, targets_done__lt=F("targets_total") - 1).update(**counts):
@@ -278,12 +269,12 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
 
 
 def _give_back(claim: Attempt, **changes: Any) -> int:
-    """Put the target back to pending if the claim is still current, and free the claim's slot."""
-    current = BatchTarget.objects.filter(pk=claim.target_id, status=TargetStatus.RUNNING)
+    """Put the target back to pending if the claim is still current, and free its slot unless kept."""
+    current = RUNNING_TARGETS.filter(pk=claim.target_id, attempts=claim.attempt)
     changes.update(status=TargetStatus.PENDING, lease_until=None)
     with transaction.atomic():
-        changed = current.filter(attempts=claim.attempt).update(**changes)
-        if changed:
+        changed = current.update(**changes)
+        if changed and not claim.keep_slot:
             WORKER_SLOTS.release_held_by(claim.target_id)
     return changed
 
@@ -306,11 +297,13 @@ def recover_lost_claims(now: datetime | None = None) -> int:
 @dataclass
 class InFlight:
     """The claim this process is working on, and whether it may take another: the drain records
-    each claim under ``lock``, and a stop (``batch/stopping.py``) sets ``stopping`` under it."""
+    each claim under ``lock``, and a stop (``batch/stopping.py``) sets ``stopping`` under it.
+    ``kept`` is the drain's last claim, whose slot the drain keeps until it stops claiming."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: bool = False
     claim: Claim | None = None
+    kept: Claim | None = None
 
 
 IN_FLIGHT = InFlight()
@@ -319,56 +312,59 @@ IN_FLIGHT = InFlight()
 def drain(fetch: FetchFunc, *, budget: float) -> int:
     """Claim and run targets until none are left, ``budget`` seconds have passed (before django-q2's
     timeout) or a stop; poll while targets wait. When the database goes away, wait for it and give
-    back this turn's claim, to be claimed again. Returns how many ran."""
+    back this turn's claim, to be claimed again. Returns how many ran.
+
+    The drain keeps its slot from one target to the next and frees it when it finds no target,
+    ends or stops; a stop between two targets frees it at once (``stop_claiming``)."""
     deadline, ran = time.monotonic() + budget, 0
-    while time.monotonic() < deadline:
-        claimed_at = timezone.now()
-        try:
-            with IN_FLIGHT.lock:  # a claim is recorded before a stop looks, or never taken
-                claim = IN_FLIGHT.claim = None if IN_FLIGHT.stopping else claim_next_target(claimed_at)
-            if claim is None:
-                if IN_FLIGHT.stopping or not wakeups.has_unfinished_work():
-                    break
-                time.sleep(IDLE_POLL_SECONDS)
-                continue
-            run_claim(claim, fetch)
-            ran += 1
-        except DATABASE_GONE as error:
-            if not database_went_away(error):
-                raise
-            log.warning("drain: the database is unavailable; waiting for it", exc_info=True)
-            if wait_for_database(deadline):
-                release_interrupted_claim(claimed_at)
-        finally:
-            with IN_FLIGHT.lock:
-                IN_FLIGHT.claim = None
+    try:
+        while time.monotonic() < deadline:
+            claimed_at = timezone.now()
+            try:
+                with IN_FLIGHT.lock:  # a claim is recorded before a stop looks, or never taken
+                    claim = IN_FLIGHT.claim = None if IN_FLIGHT.stopping else _claim_keeping_slot(claimed_at)
+                if claim is None:
+                    if IN_FLIGHT.stopping or not wakeups.has_unfinished_work():
+                        break
+                    time.sleep(IDLE_POLL_SECONDS)
+                    continue
+                run_claim(claim, fetch)
+                ran += 1
+            except DATABASE_GONE as error:
+                if not database_went_away(error):
+                    raise
+                log.warning("drain: the database is unavailable; waiting for it", exc_info=True)
+                if wait_for_database(deadline):
+                    release_interrupted_claim(claimed_at)
+            finally:
+                with IN_FLIGHT.lock:
+                    IN_FLIGHT.claim = None
+                    if IN_FLIGHT.stopping:
+                        _free_kept_slot()
+    finally:
+        with IN_FLIGHT.lock:
+            _free_kept_slot()
     return ran
 
 
-def database_went_away(error: BaseException) -> bool:
-    """A lost connection (worth waiting for), not a statement refused on a healthy one (a timeout, a
-    deadlock: it would fail again)? A broken socket has no SQLSTATE; SQLite never goes away."""
-    if isinstance(error, InterfaceError):
-        return True
-    if not isinstance(error, OperationalError):
-        return False
-    sqlstate = getattr(error.__cause__, "sqlstate", None)
-    if sqlstate is not None:
-        return bool(sqlstate.startswith("08") or sqlstate in SHUTDOWN_STATES)
-    return connection.vendor == "postgresql"
+def _claim_keeping_slot(now: datetime) -> Claim | None:
+    """The drain's next claim, in the slot of its last one; with no target, the slot is freed."""
+    claim = claim_next_target(now, after=IN_FLIGHT.kept, keep_slot=True)
+    if claim is None:
+        _free_kept_slot()
+    IN_FLIGHT.kept = claim
+    return claim
 
 
-def wait_for_database(until: float) -> bool:
-    """Reconnect every half second until the database answers (``True``) or ``until`` passes."""
-    while True:
-        connection.close()  # a broken connection is never reused; a new one is made on demand
-        try:
-            connection.ensure_connection()
-            return True
-        except DATABASE_GONE:
-            if time.monotonic() >= until:
-                return False
-            time.sleep(RECONNECT_SECONDS)
+def _free_kept_slot() -> None:
+    """Free the slot the drain kept, if it still holds it; under ``IN_FLIGHT.lock``. If the database
+    refuses, the slot's lease frees it."""
+    kept, IN_FLIGHT.kept = IN_FLIGHT.kept, None
+    try:
+        if kept is not None:
+            WORKER_SLOTS.release(kept.slot, kept.target_id)
+    except DatabaseError:
+        log.warning("freeing the drain's slot failed; its lease will free it", exc_info=True)
 
 
 def release_interrupted_claim(claimed_at: datetime) -> int:
@@ -384,17 +380,21 @@ def release_interrupted_claim(claimed_at: datetime) -> int:
 
 
 def stop_claiming(wait: float) -> None:
-    """No new claim in this process from now on (the claim in flight, if any, goes on)."""
+    """No new claim in this process from now on (the claim in flight, if any, goes on). Between
+    two targets, free the slot the drain kept: the process may end before the drain looks again."""
     acquired = IN_FLIGHT.lock.acquire(timeout=wait)
     IN_FLIGHT.stopping = True
     if acquired:
+        if IN_FLIGHT.claim is None:
+            _free_kept_slot()
         IN_FLIGHT.lock.release()
 
 
 def release_claim(claim: Claim) -> bool:
-    """Give a claim back for an immediate retry: its worker is stopping, not lost (``lost_leases``
-    unchanged). Conditional like every store: a result that committed first wins."""
+    """Give a claim back for an immediate retry, and free its slot: its worker is stopping, not lost
+    (``lost_leases`` unchanged). Conditional like every store: a result that committed first wins."""
     released = _give_back(claim, not_before=None)
+    WORKER_SLOTS.release(claim.slot, claim.target_id)
     if released:
         log.info("job %s target %d released for a retry: the worker is stopping", claim.job_id, claim.idx)
     return bool(released)

@@ -19,6 +19,8 @@ from datetime import datetime
 from django.db import models
 from django.db.models import Q
 
+ANYONE = object()  # ``hold``'s default: whoever held the slot before
+
 
 @dataclass(frozen=True)
 class SlotTable:
@@ -37,8 +39,14 @@ class SlotTable:
             slot = self._first_free(count, now)
         return slot
 
-    def hold(self, number: int, holder: object, lease_until: datetime) -> None:
-        self._manager().filter(number=number).update(**{self.holder: holder, "lease_until": lease_until})
+    def hold(self, number: int, holder: object, until: datetime, *, instead_of: object = ANYONE) -> bool:
+        """Write ``holder`` and its lease ``until`` into slot ``number``: one ``take_free`` locked, or, if
+        ``instead_of`` is given and still holds it, one that holder hands on (a holder that keeps its
+        slot for its next piece of work). Whether the slot is now ``holder``'s."""
+        slot = self._manager().filter(number=number)
+        if instead_of is not ANYONE:
+            slot = slot.filter(**{self.holder: instead_of})
+        return bool(slot.update(**{self.holder: holder, "lease_until": until}))
 
     def release(self, number: int, holder: object) -> bool:
         """Free slot ``number`` if ``holder`` still holds it."""

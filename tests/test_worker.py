@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from batch import jobs, wakeups, worker
 from batch.models import BatchJob, BatchTarget, WorkerSlot
@@ -266,7 +268,7 @@ def test_log_lines_carry_ids_and_counts_but_never_a_url_or_host(agent, caplog):
 # --- one target after another ------------------------------------------------------------------
 
 
-def test_every_store_frees_its_slot_and_a_drain_ends_holding_none(agent):
+def test_a_store_outside_a_drain_frees_its_slot_and_a_drain_ends_holding_none(agent):
     caller, _ = agent
     job = scripted_job(caller, "a=1", "b=1", "c=1", "d=1")
     claim = worker.claim_next_target()
@@ -275,6 +277,31 @@ def test_every_store_frees_its_slot_and_a_drain_ends_holding_none(agent):
     assert not WorkerSlot.objects.filter(target__isnull=False).exists()
     assert _run_all() == 3
     assert list(job.targets.values_list("status", "attempts")) == [("done", 1)] * 4
+    assert not WorkerSlot.objects.filter(target__isnull=False).exists()
+
+
+def test_a_drain_takes_a_slot_once_and_hands_it_on_from_target_to_target(agent):
+    caller, _ = agent
+    job = scripted_job(caller, "a=1", "b=1", "c=1")
+    with CaptureQueriesContext(connection) as queries:
+        assert _run_all() == 3
+    slot_reads = [q for q in queries if q["sql"].startswith("SELECT") and "batch_workerslot" in q["sql"]]
+    assert len(slot_reads) == 1
+    assert list(job.targets.values_list("status", flat=True)) == ["done"] * 3
+    assert not WorkerSlot.objects.filter(target__isnull=False).exists()
+
+
+def test_a_stop_between_two_targets_frees_the_slot_the_drain_kept(agent, monkeypatch):
+    caller, _ = agent
+    scripted_job(caller, "a=1", "b=1")
+    monkeypatch.setattr(worker, "IN_FLIGHT", worker.InFlight())
+    with worker.IN_FLIGHT.lock:
+        claim = worker._claim_keeping_slot(timezone.now())
+    assert claim is not None
+    assert claim.keep_slot
+    worker.run_claim(claim, fetchers.scripted)
+    assert WorkerSlot.objects.get(number=claim.slot).target_id == claim.target_id  # kept after the store
+    worker.stop_claiming(1)
     assert not WorkerSlot.objects.filter(target__isnull=False).exists()
 
 
