@@ -35,9 +35,12 @@ def has_unfinished_work() -> bool:
     return BatchTarget.objects.filter(status__in=unfinished, job__status__in=LIVE_STATUSES).exists()
 
 
-def wake_workers() -> int:
-    """Queue drains until ``WORKERS`` of them wait to start, if a live job has work: how many were queued."""
-    if not has_unfinished_work():
+def wake_workers(*, work_known: bool = False) -> int:
+    """Queue drains until ``WORKERS`` of them wait to start, if a live job has work: how many were queued.
+
+    ``work_known``: the caller has just stored work (a submit's commit), so there is no need to look.
+    """
+    if not work_known and not has_unfinished_work():
         return 0
     missing = max(settings.SIFT_BATCH_WORKERS - waiting_drains(), 0)
     for _ in range(missing):
@@ -58,8 +61,8 @@ def waiting_drains() -> int:
 
 
 def wake_on_submit() -> None:
-    """``transaction.on_commit`` callback of a submit."""
-    wake_workers()
+    """``transaction.on_commit`` callback of a submit, which has just stored pending targets."""
+    wake_workers(work_known=True)
 
 
 def wake_on_process_start(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
