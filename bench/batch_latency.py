@@ -34,16 +34,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from bench import harness, submit
+from bench.cluster_batch import Upstream
 from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group
 from bench.harness import LOOPBACK, REPO
 from bench.postgres import BenchDatabase, server_settings
@@ -90,48 +89,10 @@ def article(i: int) -> bytes:
     return html.encode()
 
 
-class SlowUpstream(ThreadingHTTPServer):
-    """Serves ``/<run>/<i>.html`` after target ``i``'s delay and counts each run's requests."""
-
-    daemon_threads = True
-
-    def __init__(self, delays: list[float]) -> None:
-        super().__init__((LOOPBACK, 0), SlowHandler)
-        self.delays = delays
-        self.served: Counter[str] = Counter()
-        self.lock = threading.Lock()
-
-    def urls(self, run: str) -> list[str]:
-        port = self.server_address[1]
-        return [f"http://{LOOPBACK}:{port}/{run}/{i:02d}.html" for i in range(len(self.delays))]
-
-
-class SlowHandler(BaseHTTPRequestHandler):
-    server: SlowUpstream
-
-    def do_GET(self) -> None:
-        run, _, name = self.path.lstrip("/").partition("/")
-        index = name.removesuffix(".html")
-        if not index.isdigit() or int(index) >= len(self.server.delays):
-            self.send_error(404)
-            return
-        time.sleep(self.server.delays[int(index)])
-        body = article(int(index))
-        with self.server.lock:
-            self.server.served[run] += 1
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # a line per request would drown the table
-
-
 @contextmanager
-def slow_upstream(delays: list[float]) -> Iterator[SlowUpstream]:
-    server = SlowUpstream(delays)
+def slow_upstream(delays: list[float]) -> Iterator[Upstream]:
+    """``bench.cluster_batch``'s upstream serving each target's article after its delay."""
+    server = Upstream([article(i) for i in range(len(delays))], delays)
     threading.Thread(target=server.serve_forever, name="upstream", daemon=True).start()
     try:
         yield server
@@ -239,7 +200,7 @@ class Client:
 
 @dataclass(frozen=True)
 class Setup:
-    upstream: SlowUpstream
+    upstream: Upstream
     client: Client
     roots: list[int]  # gunicorn and the cluster: their process trees are ours
     postgres: bool

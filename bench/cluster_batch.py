@@ -91,13 +91,15 @@ def load_pages(articles: Path, n: int) -> list[bytes]:
 
 
 class Upstream(ThreadingHTTPServer):
-    """Serves page ``i`` at ``/<phase>/<i>.html`` and counts the requests of each phase."""
+    """Serves page ``i`` at ``/<phase>/<i>.html``, after ``delays[i]`` seconds when given, and counts
+    the requests of each phase."""
 
     daemon_threads = True
 
-    def __init__(self, pages: list[bytes]) -> None:
+    def __init__(self, pages: list[bytes], delays: list[float] | None = None) -> None:
         super().__init__((LOOPBACK, 0), ArticleHandler)
         self.pages = pages
+        self.delays = delays or [0.0] * len(pages)
         self.served: Counter[str] = Counter()
         self.lock = threading.Lock()
 
@@ -115,11 +117,12 @@ class ArticleHandler(BaseHTTPRequestHandler):
         if not index.isdigit() or int(index) >= len(self.server.pages):
             self.send_error(404)
             return
+        time.sleep(self.server.delays[int(index)])
         body = self.server.pages[int(index)]
         with self.server.lock:
             self.server.served[phase] += 1
         self.send_response(200)
-        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
