@@ -32,17 +32,16 @@ import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bench import harness, submit
-from bench.cluster_batch import Upstream
+from bench.cluster_batch import Upstream, upstream
 from bench.cpu import BUSY_MACHINE_CORES, CpuSnapshot, bench_processes, cores_by_group
 from bench.harness import LOOPBACK, REPO
 from bench.postgres import BenchDatabase, server_settings
@@ -89,16 +88,9 @@ def article(i: int) -> bytes:
     return html.encode()
 
 
-@contextmanager
-def slow_upstream(delays: list[float]) -> Iterator[Upstream]:
+def slow_upstream(delays: list[float]) -> AbstractContextManager[Upstream]:
     """``bench.cluster_batch``'s upstream serving each target's article after its delay."""
-    server = Upstream([article(i) for i in range(len(delays))], delays)
-    threading.Thread(target=server.serve_forever, name="upstream", daemon=True).start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+    return upstream([article(i) for i in range(len(delays))], delays)
 
 
 # --- the service -----------------------------------------------------------------------------

@@ -132,8 +132,8 @@ class ArticleHandler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def upstream(pages: list[bytes]) -> Iterator[Upstream]:
-    server = Upstream(pages)
+def upstream(pages: list[bytes], delays: list[float] | None = None) -> Iterator[Upstream]:
+    server = Upstream(pages, delays)
     threading.Thread(target=server.serve_forever, name="upstream", daemon=True).start()
     try:
         yield server
