@@ -36,12 +36,24 @@ log = logging.getLogger(__name__)
 
 
 def partition_for(caller_name: str, caller_class: str) -> str:
+    """A caller's partition for pages: ``fleet``, or ``restricted:<name>`` of its own."""
     return FLEET_PARTITION if caller_class == "fleet" else f"restricted:{caller_name}"
+
+
+def kind_partition(kind: str, partition: str) -> str:
+    """Where documents of another ``kind`` (``rendered``, ``robots``) of a page ``partition``
+    live, apart from its pages: ``<kind>|<partition>``.
+
+    The kind comes first, so no caller name can reach another partition: a page partition starts
+    with ``fleet`` or ``restricted:``, never with a kind and ``|``, and the caller's name comes
+    last, whole.
+    """
+    return f"{kind}|{partition}"
 
 
 def rendered_partition(partition: str) -> str:
     """Where rendered documents of ``partition`` live: apart from the raw ones of the same URLs."""
-    return f"{partition}:rendered"
+    return kind_partition("rendered", partition)
 
 
 def _url_key(url: str) -> str:

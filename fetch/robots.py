@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from protego import Protego
 
-from fetch import cache, client, guard
+from fetch import cache, client, guard, hosts
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
 
@@ -36,14 +36,20 @@ UNREADABLE_HINT = (
 
 
 def robots_url(url: str) -> str:
-    """The robots.txt that governs ``url``: same scheme, host and port."""
+    """The robots.txt that governs ``url``: same scheme, host and port, spelled one way for each
+    site (the canonical host, no default port), so every spelling of a site shares one copy."""
     parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/robots.txt", "", ""))
+    scheme = parts.scheme.lower()
+    host = hosts.canonical_host(parts.hostname or "")
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None and parts.port != guard.DEFAULT_PORTS.get(scheme):
+        netloc += f":{parts.port}"
+    return urlunsplit((scheme, netloc, "/robots.txt", "", ""))
 
 
 def partition_of(partition: str) -> str:
     """Where robots.txt answers of ``partition`` live: apart from the pages of the same sites."""
-    return f"{partition}:robots"
+    return cache.kind_partition("robots", partition)
 
 
 def check(url: str, partition: str) -> None:

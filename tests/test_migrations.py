@@ -20,6 +20,7 @@ from django.utils.module_loading import import_string
 from django_q.models import Schedule
 
 from batch.models import ApiKey, BatchJob, BatchTarget, SubmitLock
+from fetch.models import CachedDocument
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,3 +110,16 @@ def test_every_schedule_names_a_callable_that_imports_after_the_upgrade(at_today
     assert len(funcs) >= len(ROWS_MIGRATION.SCHEDULES)
     for func in funcs:
         assert callable(import_string(func)), func
+
+
+def test_rendered_and_robots_copies_under_the_old_partition_names_are_dropped(at_todays_migrations):
+    cached = at_todays_migrations.get_model("fetch", "CachedDocument")
+    for n, partition in enumerate(["fleet", "restricted:alice", "fleet:rendered", "restricted:alice:robots"]):
+        cached.objects.create(
+            partition=partition, url=f"https://example.org/{n}", url_sha256=f"{n:064x}", final_url="",
+            status=200, body=b"x", n_bytes=1, fetched_at=LEASE,
+        )  # fmt: skip
+
+    _migrate()
+
+    assert set(CachedDocument.objects.values_list("partition", flat=True)) == {"fleet", "restricted:alice"}

@@ -90,7 +90,7 @@ def test_robots_txt_is_read_once_for_many_fetches_of_a_site(agent, open_loopback
     statuses = [_fetch(client, ruled.url(path)).status_code for path in PAGES]
     assert statuses == [200, 403, 200, 403, 200, 403, 200]
     assert ruled.count("/robots.txt") == 1
-    assert CachedDocument.objects.filter(partition="fleet:robots", url=ruled.url("/robots.txt")).exists()
+    assert CachedDocument.objects.filter(partition="robots|fleet", url=ruled.url("/robots.txt")).exists()
 
 
 def test_without_the_option_robots_txt_is_never_asked(agent, open_loopback, ruled):
