@@ -45,6 +45,7 @@ class Refusal(StrEnum):
     CALLER_BUSY = "caller_busy", 429
     INTERNAL = "internal", 500
     JOBS_BUSY = "jobs_busy", 503
+    SERVER_BUSY = "server_busy", 503
     BATCH_DISABLED = "batch_disabled", 503
 
 

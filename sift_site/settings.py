@@ -166,6 +166,13 @@ SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
 SIFT_BATCH_WAITS_PER_CALLER = env_int("SIFT_BATCH_WAITS_PER_CALLER", 2)
 SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
 
+# --- sift: the MCP process (docs/mcp.md) -------------------------------------------------------
+
+# /mcp requests being served at once in the mcp process, per caller and in all, counted after the
+# key is checked; one more answers 429 caller_busy or 503 server_busy with Retry-After.
+SIFT_MCP_PER_CALLER = env_int("SIFT_MCP_PER_CALLER", 4, minimum=1)
+SIFT_MCP_TOTAL = env_int("SIFT_MCP_TOTAL", 32, minimum=1)
+
 # --- sift: webhooks when a job finishes (docs/webhooks.md) -------------------------------------
 
 # A receiver that did not answer 2xx is tried again after this, doubling each time, until

@@ -10,6 +10,9 @@ slow fetch or a ``batch_get`` wait never holds up the event loop.
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -24,12 +27,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batch.api.auth import caller_for_key
+from batch.api.errors import refusal_body
 from batch.errors import Refusal, Refused
 from batch.mcp import tools
 from batch.models import ApiKey
+from fetch.outcomes import RetryAfter
 
 PATH = "/mcp"
 # The ASGI scope key the key gate leaves the authenticated caller under, for the tools.
@@ -101,6 +106,7 @@ def application() -> ASGIApp:
         streamable_http_path=PATH,
         json_response=True,
         stateless_http=True,
+        # The key gate refuses larger bodies first, with the error envelope.
         max_request_body_size=settings.SIFT_MAX_REQUEST_BYTES,
         # The key gate checks Host against ALLOWED_HOSTS, as Django does for the web process.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
@@ -108,14 +114,55 @@ def application() -> ASGIApp:
     return KeyGate(streamable)
 
 
-class KeyGate:
-    """Only ``/mcp``, only a host in ALLOWED_HOSTS, only with a caller's bearer key (docs/mcp.md).
+class InFlight:
+    """Requests being served, at most ``SIFT_MCP_PER_CALLER`` per caller and ``SIFT_MCP_TOTAL`` in all.
 
-    Refusals are the REST API's error envelope with its statuses: 404, 400, 401 and 403.
+    Counted on the event loop, which runs one coroutine at a time between awaits; ``hold`` never
+    awaits between its check and its count, so it needs no lock. The count is per process, like
+    the threads and sockets it protects.
+    """
+
+    def __init__(self) -> None:
+        self._held: Counter[int] = Counter()
+
+    @contextmanager
+    def hold(self, caller_id: int) -> Iterator[None]:
+        """Count one request of ``caller_id`` until exit, or raise ``Refused`` busy at once."""
+        if self._held[caller_id] >= settings.SIFT_MCP_PER_CALLER:
+            raise Refused(
+                Refusal.CALLER_BUSY,
+                f"you already have {settings.SIFT_MCP_PER_CALLER} MCP requests in flight here",
+                "Wait for one of them to answer, or send many URLs as one batch (batch_submit).",
+                retry_after=RetryAfter.FETCH,
+            )
+        if self._held.total() >= settings.SIFT_MCP_TOTAL:
+            raise Refused(
+                Refusal.SERVER_BUSY,
+                "the MCP server is serving as many requests as it may",
+                "Send the request again after Retry-After seconds.",
+                retry_after=RetryAfter.FETCH,
+            )
+        self._held[caller_id] += 1
+        try:
+            yield
+        finally:
+            self._held[caller_id] -= 1
+            if not self._held[caller_id]:
+                del self._held[caller_id]
+
+
+class KeyGate:
+    """Only ``/mcp``, only a host in ALLOWED_HOSTS, only with a caller's bearer key, only POST,
+    only so many at once, only bodies up to ``SIFT_MAX_REQUEST_BYTES`` (docs/mcp.md).
+
+    Refusals are the REST API's error envelope with its statuses: 404, 400, 401, 403, 405, 429,
+    503 and 413, in the order checked. A request holds its place in ``in_flight`` until the SDK
+    has answered it whole, however it ends.
     """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.in_flight = InFlight()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # the lifespan messages that start the SDK's session manager
@@ -123,10 +170,13 @@ class KeyGate:
             return
         try:
             caller = await self._admit(scope)
+            with self.in_flight.hold(caller.pk):
+                body = await _request_body(scope, receive)
+                if body is not None:  # None: the client went away while sending it
+                    await self.app({**scope, CALLER: caller}, _replay(body, receive), send)
         except Refused as exc:
+            # Raised only before the SDK is called, so nothing has been sent yet.
             await _refuse(exc, send)
-            return
-        await self.app({**scope, CALLER: caller}, receive, send)
 
     async def _admit(self, scope: Scope) -> ApiKey:
         if scope["path"].rstrip("/") != PATH:
@@ -145,6 +195,13 @@ class KeyGate:
             raise Refused(
                 Refusal.UNAUTHORIZED, "missing or unknown API key", "Send Authorization: Bearer <your key>."
             )
+        if scope["method"] != "POST":
+            # The SDK would open an endless event stream for a GET, even when stateless.
+            raise Refused(
+                Refusal.METHOD_NOT_ALLOWED,
+                f"{scope['method']} is not allowed on {PATH}",
+                "POST each JSON-RPC message; this server opens no event streams and keeps no sessions.",
+            )
         return caller
 
 
@@ -156,10 +213,52 @@ def _caller_for_key(raw_key: str) -> ApiKey | None:
         close_old_connections()
 
 
+async def _request_body(scope: Scope, receive: Receive) -> bytes | None:
+    """The whole request body, refused ``too_large`` past ``SIFT_MAX_REQUEST_BYTES`` as soon as
+    it is known to be (the declared length, else the bytes received); ``None`` on a disconnect."""
+    limit = settings.SIFT_MAX_REQUEST_BYTES
+    declared = Headers(scope=scope).get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if len(body) > limit:
+            raise _too_large(limit)
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _too_large(limit: int) -> Refused:
+    return Refused(
+        Refusal.TOO_LARGE,
+        f"the request body is larger than {limit} bytes",
+        "Send fewer or shorter targets per request.",
+    )
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for the SDK: the body already read, then whatever the client sends next (a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
 async def _refuse(exc: Refused, send: Send) -> None:
-    body = json.dumps({"error": exc.message, "code": exc.code, "hint": exc.hint}).encode()
+    envelope = refusal_body(exc)
+    body = json.dumps(envelope).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if exc.code in (Refusal.UNAUTHORIZED, Refusal.FORBIDDEN):
         headers.append((b"www-authenticate", b'Bearer realm="sift"'))
+    if exc.code == Refusal.METHOD_NOT_ALLOWED:
+        headers.append((b"allow", b"POST"))
+    if "retry_after" in envelope:
+        headers.append((b"retry-after", str(envelope["retry_after"]).encode()))
     await send({"type": "http.response.start", "status": exc.http_status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
