@@ -231,6 +231,10 @@ LOGGING = {
 # function (Caller, Target) -> {"content", "meta"} of a module under tests/ or bench/ (anything
 # else is refused). Unset, the fetch pipeline does the work (batch/adapter.py). docs/workers.md.
 SIFT_TEST_FETCH_FUNC = env_str("SIFT_TEST_FETCH_FUNC", "")
+# Tests and benchmarks only, never production: the fetch guard's name lookups answered by a
+# function (host, port) -> [address, ...] of a module under tests/ or bench/, for processes a
+# test starts (gunicorn, the MCP server). Unset, the system's resolver (fetch/guard.py).
+SIFT_TEST_RESOLVE_FUNC = env_str("SIFT_TEST_RESOLVE_FUNC", "")
 # A claimed target belongs to its worker for this long; a worker that has not stored anything
 # by then is presumed dead. It must outlast a whole fetch: gate wait (5 s), the fetch deadline,
 # and the sandboxed extraction after it (a system check, sift.E001, says so at start-up).
