@@ -172,6 +172,9 @@ SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
 # SIFT_WEBHOOK_RETRY_FOR has passed since the job finished; a last try comes at that mark.
 SIFT_WEBHOOK_RETRY_WAIT = env_duration("SIFT_WEBHOOK_RETRY_WAIT", "5s")
 SIFT_WEBHOOK_RETRY_FOR = env_duration("SIFT_WEBHOOK_RETRY_FOR", "1h")
+# A submit's callback_url is checked by the fetch guard, which looks its host up: a lookup that has
+# not answered within this is a 400 naming the field, and the request thread goes free.
+SIFT_WEBHOOK_RESOLVE_TIMEOUT = env_duration("SIFT_WEBHOOK_RESOLVE_TIMEOUT", "2s")
 
 # --- sift: fetch pipeline (docs/fetch-pipeline.md) ---------------------------------------------
 
