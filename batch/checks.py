@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from batch import worker
-from fetch import limits
+from fetch import guard, limits
 
 
 def longest_fetch_seconds() -> float:
@@ -80,16 +80,26 @@ def _cluster_seconds(key: str) -> float:
 
 @register(Tags.security)
 def fetch_override_names_a_test_module(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    override = settings.SIFT_TEST_FETCH_FUNC
-    if not override or worker.allowed_test_fetch(override):
-        return []
-    return [
-        Error(
-            f"SIFT_TEST_FETCH_FUNC={override!r}: {worker.TEST_FETCH_FUNC_RULE}",
-            hint="Unset SIFT_TEST_FETCH_FUNC: in production the fetch pipeline does the work.",
-            id="sift.E004",
+    """The tests' stand-ins for the fetch of batch targets and for the guard's resolver."""
+    messages: list[CheckMessage] = []
+    fetch_override, resolve_override = settings.SIFT_TEST_FETCH_FUNC, settings.SIFT_TEST_RESOLVE_FUNC
+    if fetch_override and not worker.allowed_test_fetch(fetch_override):
+        messages.append(
+            Error(
+                f"SIFT_TEST_FETCH_FUNC={fetch_override!r}: {worker.TEST_FETCH_FUNC_RULE}",
+                hint="Unset SIFT_TEST_FETCH_FUNC: in production the fetch pipeline does the work.",
+                id="sift.E004",
+            )
         )
-    ]
+    if resolve_override and not guard.allowed_test_resolver(resolve_override):
+        messages.append(
+            Error(
+                f"SIFT_TEST_RESOLVE_FUNC={resolve_override!r}: {guard.TEST_RESOLVE_FUNC_RULE}",
+                hint="Unset SIFT_TEST_RESOLVE_FUNC: in production the system's resolver looks names up.",
+                id="sift.E004",
+            )
+        )
+    return messages
 
 
 @register(Tags.compatibility)

@@ -5,7 +5,9 @@ behind them. A request that may hold its thread for long (a ``?wait=`` on a job,
 for the gate and then for a slow site) takes a share first: at most so many per caller, and for
 some kinds so many in all, so that one caller can never fill every thread and stall ``/healthz``
 and everyone else. What a request does when it gets no share is its own business: a wait answers
-at once, a fetch is refused busy.
+at once, a fetch is refused busy, a submit's callback check is refused ``caller_busy``. A share is
+usually given back when its request answers; a callback check's, when its lookup ends
+(``batch/api/callbacks.py``).
 
 The shares are per process on purpose: what they protect (a process's threads) is per process
 too, so they need no database and cost nothing when the process dies.
@@ -28,9 +30,8 @@ class ThreadShares:
         self._lock = threading.Lock()
         self._held: Counter[int] = Counter()
 
-    @contextmanager
-    def share(self, caller_id: int) -> Iterator[bool]:
-        """Yield whether this request got a share; it is given back on exit."""
+    def take(self, caller_id: int) -> bool:
+        """Take a share for ``caller_id`` if one is free; whoever got it must ``give_back`` it."""
         with self._lock:
             total = self._total()
             granted = self._held[caller_id] < self._per_caller() and (
@@ -38,11 +39,20 @@ class ThreadShares:
             )
             if granted:
                 self._held[caller_id] += 1
+        return granted
+
+    def give_back(self, caller_id: int) -> None:
+        with self._lock:
+            self._held[caller_id] -= 1
+            if not self._held[caller_id]:
+                del self._held[caller_id]
+
+    @contextmanager
+    def share(self, caller_id: int) -> Iterator[bool]:
+        """Yield whether this request got a share; it is given back on exit."""
+        granted = self.take(caller_id)
         try:
             yield granted
         finally:
             if granted:
-                with self._lock:
-                    self._held[caller_id] -= 1
-                    if not self._held[caller_id]:
-                        del self._held[caller_id]
+                self.give_back(caller_id)

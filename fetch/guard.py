@@ -16,12 +16,14 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, quote, urlsplit
 
 import idna
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 
 from fetch.errors import FetchError
 from fetch.limits import MAX_URL_CHARS
@@ -96,6 +98,26 @@ def resolve(host: str, port: int) -> list[str]:
     """Every address ``host`` resolves to, in the resolver's order. Tests replace this function."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     return [str(info[4][0]) for info in infos]
+
+
+# Looked up by name at each check, so a test's stand-in counts wherever it is set: replacing
+# ``resolve`` in this process, or SIFT_TEST_RESOLVE_FUNC in a process started beside a test.
+SYSTEM_RESOLVE = "fetch.guard.resolve"
+TEST_RESOLVE_MODULES = ("tests.", "bench.")
+TEST_RESOLVE_FUNC_RULE = "only a function of a module under tests/ or bench/ may replace the resolver"
+
+
+def resolver() -> Callable[[str, int], list[str]]:
+    """``resolve``, or the tests' and benchmarks' stand-in (``SIFT_TEST_RESOLVE_FUNC``)."""
+    override = settings.SIFT_TEST_RESOLVE_FUNC
+    if override and not allowed_test_resolver(override):
+        raise ImproperlyConfigured(f"SIFT_TEST_RESOLVE_FUNC={override!r}: {TEST_RESOLVE_FUNC_RULE}")
+    found: Callable[[str, int], list[str]] = import_string(override or SYSTEM_RESOLVE)
+    return found
+
+
+def allowed_test_resolver(path: str) -> bool:
+    return path.startswith(TEST_RESOLVE_MODULES)
 
 
 def _refuse(reason: str, hint: str) -> FetchError:
@@ -227,7 +249,7 @@ def _port_refusal(port: int) -> FetchError:
 
 def _resolve_checked(host: str, port: int) -> list[IPAddress]:
     try:
-        found = resolve(host, port)
+        found = resolver()(host, port)
     except ValueError:  # UnicodeError from the IDNA codec, or a NUL byte
         raise _refuse("the host name is not valid", "Check the URL's host name.") from None
     except OSError:  # socket.gaierror: no such name, or the resolver failed

@@ -179,6 +179,9 @@ SIFT_MCP_TOTAL = env_int("SIFT_MCP_TOTAL", 32, minimum=1)
 # SIFT_WEBHOOK_RETRY_FOR has passed since the job finished; a last try comes at that mark.
 SIFT_WEBHOOK_RETRY_WAIT = env_duration("SIFT_WEBHOOK_RETRY_WAIT", "5s")
 SIFT_WEBHOOK_RETRY_FOR = env_duration("SIFT_WEBHOOK_RETRY_FOR", "1h")
+# A submit's callback_url is checked by the fetch guard, which looks its host up: a lookup that has
+# not answered within this is a 400 naming the field, and the request thread goes free.
+SIFT_WEBHOOK_RESOLVE_TIMEOUT = env_duration("SIFT_WEBHOOK_RESOLVE_TIMEOUT", "2s")
 
 # --- sift: fetch pipeline (docs/fetch-pipeline.md) ---------------------------------------------
 
@@ -238,6 +241,10 @@ LOGGING = {
 # function (Caller, Target) -> {"content", "meta"} of a module under tests/ or bench/ (anything
 # else is refused). Unset, the fetch pipeline does the work (batch/adapter.py). docs/workers.md.
 SIFT_TEST_FETCH_FUNC = env_str("SIFT_TEST_FETCH_FUNC", "")
+# Tests and benchmarks only, never production: the fetch guard's name lookups answered by a
+# function (host, port) -> [address, ...] of a module under tests/ or bench/, for processes a
+# test starts (gunicorn, the MCP server). Unset, the system's resolver (fetch/guard.py).
+SIFT_TEST_RESOLVE_FUNC = env_str("SIFT_TEST_RESOLVE_FUNC", "")
 # A claimed target belongs to its worker for this long; a worker that has not stored anything
 # by then is presumed dead. It must outlast a whole fetch: gate wait (5 s), the fetch deadline,
 # and the sandboxed extraction after it (a system check, sift.E001, says so at start-up).

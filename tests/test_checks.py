@@ -47,6 +47,7 @@ def test_the_default_settings_break_no_rule(sound):
             "sift.E003",
         ),
         ({"SIFT_TEST_FETCH_FUNC": "os.system"}, "sift.E004"),
+        ({"SIFT_TEST_RESOLVE_FUNC": "socket.getaddrinfo"}, "sift.E004"),
         ({"SIFT_BATCH_WAITS_PER_CALLER": 5, "SIFT_BATCH_WAITS_TOTAL": 4}, "sift.W001"),
         ({"SIFT_FETCH_ONLY_ALLOWED": True, "SIFT_FETCH_ALLOW_CIDRS": ()}, "sift.W002"),
         ({"SIFT_FETCH_CONNECT_TIMEOUT": 60.0}, "sift.W003"),

@@ -11,6 +11,7 @@ import socket
 import sys
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -20,7 +21,7 @@ from fetch import guard
 from fetch.errors import FetchError
 
 from .factories import LOOPBACK
-from .upstream import REAL_RESOLVE, numeric_resolve, resolver_for
+from .upstream import REAL_RESOLVE, hanging_resolve, numeric_resolve, resolver_for
 
 PUBLIC = "93.184.215.14"
 
@@ -277,6 +278,21 @@ def test_resolver_answer_that_is_not_an_address_is_blocked(monkeypatch: pytest.M
     monkeypatch.setattr(guard, "resolve", resolver_for({"odd.test": ["not-an-address"]}))
 
     assert refusal("http://odd.test/").outcome == "blocked"
+
+
+def test_a_test_resolver_named_in_settings_answers_the_guards_lookups(settings: Settings) -> None:
+    settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
+    settings.SIFT_TEST_RESOLVE_FUNC = "tests.upstream.hanging_resolve"
+
+    assert guard.resolver() is hanging_resolve
+    assert guard.check_url("http://127.0.0.1:9/hook").addresses == ("127.0.0.1",)
+
+
+def test_a_resolver_outside_the_tests_is_refused(settings: Settings) -> None:
+    settings.SIFT_TEST_RESOLVE_FUNC = "socket.gethostbyname_ex"
+
+    with pytest.raises(ImproperlyConfigured, match="only a function of a module under tests/ or bench/"):
+        guard.check_url("http://public.test/")
 
 
 def test_real_resolver_answers_localhost_with_loopback() -> None:

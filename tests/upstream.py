@@ -134,3 +134,23 @@ def resolver_for(names: dict[str, list[str]]) -> Callable[[str, int], list[str]]
         return numeric_resolve(host, port)
 
     return resolve
+
+
+# Names under this domain never resolve: ``hanging_resolve`` holds each lookup of one until the
+# resolver gives up, as a system resolver does after its timeouts when no server answers.
+HANGING_DOMAIN = "hang.test"
+HANG_SECONDS = 15.0
+
+
+def hangs(host: str) -> bool:
+    return host == HANGING_DOMAIN or host.endswith(f".{HANGING_DOMAIN}")
+
+
+def hanging_resolve(host: str, port: int) -> list[str]:
+    """A ``guard.resolve`` whose resolver never answers for names under ``hang.test`` (it gives up
+    after ``HANG_SECONDS``) and answers the rest as ``resolver_for({})`` does: never DNS. For the
+    processes a test starts, name it in ``SIFT_TEST_RESOLVE_FUNC``."""
+    if hangs(host):
+        time.sleep(HANG_SECONDS)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    return resolver_for({})(host, port)

@@ -60,7 +60,7 @@ def submit_batch(
     caller = caller_of(request)
     key = validate_idempotency_key(idempotency_key)
     targets = validate_targets(payload.targets)
-    callback_url = validate_callback_url(payload.callback_url)
+    callback_url = validate_callback_url(caller, payload.callback_url)
     submitted = jobs.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
     if not submitted.reused:
         response["Location"] = f"/v1/batch/{submitted.job.id}"

@@ -76,7 +76,8 @@ def finish_schema(schema: dict[str, Any]) -> dict[str, Any]:
     jobs = settings.SIFT_BATCH_JOBS_PER_CALLER
     submit[429]["description"] = (
         f"caller_busy: you already hold {jobs} live job{'s' if jobs != 1 else ''}, as many as a caller "
-        "may; try again after Retry-After seconds, or cancel one"
+        "may; try again after Retry-After seconds, or cancel one. With a callback_url, also when your "
+        f"{settings.SIFT_FETCH_PER_CALLER} fetches or callback checks at once are in flight here"
     )
     for status in (200, 202):
         submit[status]["links"] = SUBMIT_LINKS

@@ -93,7 +93,7 @@ def fetch(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
 def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     key = validate_idempotency_key(arguments.get("idempotency_key"), name="idempotency_key")
     targets = validate_targets(arguments["targets"])
-    callback_url = validate_callback_url(arguments.get("callback_url"))
+    callback_url = validate_callback_url(caller, arguments.get("callback_url"))
     submitted = jobs.submit(caller, targets, callback_url=callback_url, idempotency_key=key)
     return _shaped(SubmitOut, {**job_summary(submitted.job, caller), "reused": submitted.reused})
 
