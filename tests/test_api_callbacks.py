@@ -268,7 +268,8 @@ def test_twenty_mcp_submits_whose_callback_never_resolves_leave_another_caller_a
 ):
     hasty_key = make_caller("hasty")[1].raw_key
     other_key = make_caller("other")[1].raw_key
-    deployment = Deployment(tmp_path, SLOW_DNS)
+    # The lookups' bound is what is tested, not the mcp process's own (tests/test_mcp_bounds.py).
+    deployment = Deployment(tmp_path, {**SLOW_DNS, "SIFT_MCP_PER_CALLER": "32"})
     answers: list[ToolAnswer] = []
     probes: list[ToolAnswer] = []
 
