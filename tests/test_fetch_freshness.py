@@ -204,3 +204,29 @@ def test_batch_targets_carry_cache_and_age_and_keep_to_max_age(agent, httpserver
     assert cached["age"] >= 0
     assert (fresh["cache"], fresh["age"], fresh["cached"]) == ("miss", 0, False)
     assert len(asked) == 2
+
+
+def test_a_repeated_batch_is_answered_by_its_twin_only_within_the_max_age_of_its_targets(
+    agent, httpserver, open_loopback, settings, clock
+):
+    _, client = agent
+    httpserver.expect_request("/tides").respond_with_data("<p>words</p>", content_type="text/html")
+    url = httpserver.url_for("/tides")
+
+    def submit(max_age: int) -> dict:
+        response = client.post("/v1/batch", {"targets": [{"url": url, "options": {"max_age": max_age}}]})
+        assert response.status_code in (200, 202), response.content
+        worker.drain(adapter.fetch_target, budget=60)
+        return response.json()
+
+    first = submit(60)
+    clock.shift(30)
+    twin = submit(60)
+    clock.shift(40)
+    later = submit(60)
+    never = [submit(0), submit(0)]
+
+    assert (twin["id"], twin["reused"]) == (first["id"], True)
+    assert (later["reused"], later["id"] != first["id"]) == (False, True)
+    assert [n["reused"] for n in never] == [False, False]
+    assert len({job["id"] for job in [first, later, *never]}) == 4

@@ -142,10 +142,15 @@ def test_the_five_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server
         "jq",
         "context",
         "recover",
+        "max_age",
         "render",
         "robots",
     }
     assert fetch["properties"]["mode"]["enum"] == ["markdown", "text", "raw"]
+    assert fetch["properties"]["max_age"]["type"] == "integer"
+    answer = tools["fetch"].output_schema["properties"]
+    assert answer["cache"]["enum"] == ["miss", "hit", "revalidated", "stale"]
+    assert answer["age"]["type"] == "integer"
     assert tools["batch_get"].input_schema["properties"]["wait"]["maximum"] == 60
     assert all(tool.description and tool.output_schema for tool in tools.values())
 
