@@ -207,7 +207,7 @@ class FetchEnvelope(Schema):
     age: int = Field(..., description="The copy's age in seconds: 0 for a miss or a revalidated copy.")
     cached: bool = Field(..., description="cache is not miss.")
     stale: bool = Field(..., description="cache is stale.")
-    cached_at: str | None = Field(None, description="When the copy was fetched; absent for a miss.")
+    cached_at: str | None = Field(None, description="When the copy was fetched; null for a miss.")
     lang: str | None = None
     canonical_url: str | None = None
     rendered: bool | None = None
