@@ -89,6 +89,8 @@ class SubmitRequest:
     content_key: str
     callback_url: str
     idempotency_key: str | None
+    # How long ago a content twin may have been made and still answer this request.
+    reuse_within: timedelta
 
     @property
     def sha256(self) -> str:
@@ -109,7 +111,9 @@ def submit(
     is decided under the caller's row lock; a submit that will create a job then takes the one
     ``SubmitLock`` row too, so the count of live jobs below ``JOBS_TOTAL`` is never stale.
     """
-    request = SubmitRequest(content_key(caller.name, targets, callback_url), callback_url, idempotency_key)
+    request = SubmitRequest(
+        content_key(caller.name, targets, callback_url), callback_url, idempotency_key, _reuse_within(targets)
+    )
     with transaction.atomic():
         _lock_caller(caller)
         now = timezone.now()
@@ -159,9 +163,11 @@ def _reuse(caller: ApiKey, request: SubmitRequest, now: datetime) -> Submitted |
             if keyed.request_sha256 != request.sha256:
                 raise _key_reused(request.idempotency_key, keyed.job_id)
             return _touched(keyed.job)
+    if not request.reuse_within:  # a target asks max_age 0: no twin is fresh enough
+        return None
     twins = BatchJob.objects.filter(caller=caller, content_key=request.content_key)
     twin = (
-        twins.filter(status__in=REUSABLE_STATUSES, created_at__gte=now - _ttl())
+        twins.filter(status__in=REUSABLE_STATUSES, created_at__gte=now - request.reuse_within)
         .order_by("-created_at")
         .first()
     )
@@ -170,6 +176,14 @@ def _reuse(caller: ApiKey, request: SubmitRequest, now: datetime) -> Submitted |
     if request.idempotency_key is not None:
         _remember_key(caller, request, twin, now)
     return _touched(twin)
+
+
+def _reuse_within(targets: Sequence[Target]) -> timedelta:
+    """The TTL, or the smallest ``max_age`` of the targets when that is less: a twin's answers
+    are no fresher than the twin, so one made longer ago than the freshness asked is not reused,
+    and a target with ``max_age: 0`` makes a request no twin answers."""
+    ages = [t.options.max_age for t in targets if t.options.max_age is not None]
+    return min([_ttl(), *(timedelta(seconds=age) for age in ages)])
 
 
 def _touched(job: BatchJob) -> Submitted:

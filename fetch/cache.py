@@ -17,6 +17,7 @@ import hashlib
 import logging
 import re
 from datetime import datetime, timedelta
+from typing import Literal
 
 from django.conf import settings
 from django.db import DatabaseError, router, transaction
@@ -31,6 +32,9 @@ from fetch.client import Download
 from fetch.models import CachedDocument
 
 FLEET_PARTITION = "fleet"
+# Where an answer came from (its ``cache`` field): downloaded now, a copy young enough, a copy
+# the site said is still good (a 304), or the last copy, recovered after the site failed.
+CacheState = Literal["miss", "hit", "revalidated", "stale"]
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 log = logging.getLogger(__name__)
 
@@ -83,9 +87,19 @@ def lookup(partition: str, url: str) -> CachedDocument | None:
     return CachedDocument.objects.filter(partition=partition, url_sha256=_url_key(url)).first()
 
 
-def is_fresh(document: CachedDocument, now: datetime | None = None) -> bool:
-    age = (now or timezone.now()) - document.fetched_at
-    return age < timedelta(seconds=settings.SIFT_CACHE_TTL)
+def is_fresh(document: CachedDocument, max_age: int | None = None, now: datetime | None = None) -> bool:
+    """Younger than the cache TTL, and than ``max_age`` when the caller asks for one.
+
+    A ``max_age`` above the TTL changes nothing: no copy is answered as it is once the TTL is
+    over. ``max_age=0`` makes every copy too old, so the site is always asked.
+    """
+    limit = settings.SIFT_CACHE_TTL if max_age is None else min(max_age, settings.SIFT_CACHE_TTL)
+    return (now or timezone.now()) - document.fetched_at < timedelta(seconds=limit)
+
+
+def age_seconds(fetched_at: datetime, now: datetime | None = None) -> int:
+    """Whole seconds since the copy fetched at ``fetched_at`` was fetched (never below 0)."""
+    return max(0, int(((now or timezone.now()) - fetched_at).total_seconds()))
 
 
 def conditional_headers(document: CachedDocument) -> dict[str, str]:

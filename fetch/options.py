@@ -22,6 +22,8 @@ MAX_PATTERN_CHARS = 1000
 MAX_JQ_CHARS = 4000
 MAX_QUESTION_CHARS = 2000
 MAX_PAGES_CHARS = 200
+# A bound for the schema's sake only (about 68 years): no copy is kept longer than the cache TTL.
+MAX_AGE_SECONDS = 2**31 - 1
 Mode = Literal["markdown", "text", "raw"]
 # A necessary condition only: the page ranges themselves are read by parse_pages.
 PAGES_PATTERN = r"^[0-9,\-\s]+$"
@@ -86,6 +88,13 @@ class TargetOptions(BaseModel):
     )
     recover: bool = Field(
         default=False, description="When the site fails, answer the last cached copy, marked stale."
+    )
+    max_age: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_AGE_SECONDS,
+        description="Seconds: a cached copy older than this is not answered as it is (it is "
+        "revalidated or fetched again); 0 always asks the site. Default: the cache TTL.",
     )
     render: bool = Field(
         default=False,

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from fetch import cache, client, gate, headers, hosts, metrics, render, robots, sandbox
+from fetch.cache import CacheState
 from fetch.errors import FetchError
 from fetch.extract import extract
 from fetch.limits import EXTRACT_GRACE_SECONDS
@@ -37,8 +38,7 @@ class Source:
 
     download: client.Download
     fetched_at: datetime
-    cached: bool = False
-    stale: bool = False
+    cache: CacheState = "miss"
     rendered: bool = False
 
 
@@ -68,8 +68,8 @@ def _obtain(target: Target, partition: str, turn: HostTurn) -> Source:
     if target.options.render:
         return _obtain_rendered(target, cache.rendered_partition(partition), turn)
     copy = cache.lookup(partition, target.url)
-    if copy is not None and cache.is_fresh(copy):
-        return _from_cache(copy)
+    if copy is not None and cache.is_fresh(copy, target.options.max_age):
+        return _from_cache(copy, "hit")
     try:
         with turn() as timeout, gate.fetch_slot():
             conditions = cache.conditional_headers(copy) if copy else None
@@ -77,7 +77,7 @@ def _obtain(target: Target, partition: str, turn: HostTurn) -> Source:
         return _from_upstream(target, partition, download, copy)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
-            return _from_cache(copy, stale=True)
+            return _from_cache(copy, "stale")
         raise
 
 
@@ -85,8 +85,8 @@ def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
     """The page as the browser left it, from the rendered partition or rendered now."""
     render.require_browser()
     copy = cache.lookup(partition, target.url)
-    if copy is not None and cache.is_fresh(copy):
-        return _rendered(_from_cache(copy))
+    if copy is not None and cache.is_fresh(copy, target.options.max_age):
+        return _rendered(_from_cache(copy, "hit"))
     try:
         with turn() as timeout, render.render_slot(), gate.fetch_slot(render.render_lease_seconds()):
             download = client.download(target.url, timeout=timeout)
@@ -96,7 +96,7 @@ def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
             html = _render_retrying_once(download)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
-            return _rendered(_from_cache(copy, stale=True))
+            return _rendered(_from_cache(copy, "stale"))
         raise
     page = client.Download(
         url=download.url,
@@ -129,7 +129,7 @@ def _render_retrying_once(download: client.Download) -> str:
 
 
 def _rendered(source: Source) -> Source:
-    return Source(source.download, source.fetched_at, source.cached, source.stale, rendered=True)
+    return Source(source.download, source.fetched_at, source.cache, rendered=True)
 
 
 def _recoverable(exc: FetchError) -> bool:
@@ -137,9 +137,9 @@ def _recoverable(exc: FetchError) -> bool:
     return exc.outcome in RECOVERABLE or exc.upstream_status == 503
 
 
-def _from_cache(copy: CachedDocument, *, stale: bool = False) -> Source:
+def _from_cache(copy: CachedDocument, state: CacheState) -> Source:
     metrics.CACHE_HITS.inc()
-    return Source(cache.as_download(copy), copy.fetched_at, cached=True, stale=stale)
+    return Source(cache.as_download(copy), copy.fetched_at, state)
 
 
 def _from_upstream(
@@ -147,7 +147,7 @@ def _from_upstream(
 ) -> Source:
     if download.status == 304 and copy is not None:
         cache.refresh(copy)
-        return _from_cache(copy)
+        return _from_cache(copy, "revalidated")
     _raise_for_status(download)
     cache.store(partition, target.url, download)
     return Source(download, timezone.now())
@@ -214,12 +214,24 @@ def _envelope(target: Target, source: Source, started: float) -> dict[str, Any]:
         "bytes": len(download.body),
         "fetched_at": source.fetched_at.isoformat().replace("+00:00", "Z"),
         "elapsed_ms": round((time.monotonic() - started) * 1000),
-        "cached": source.cached,
-        "stale": source.stale,
+        **_provenance(source),
         **document.meta(),
     }
     if source.rendered:
         envelope["rendered"] = True
-    if source.cached:
-        envelope["cached_at"] = envelope["fetched_at"]
     return envelope
+
+
+def _provenance(source: Source) -> dict[str, Any]:
+    """``cache`` and ``age`` (0 for a miss), and the older ``cached``/``stale``/``cached_at``
+    said in the same terms, so that none of them can contradict ``cache``."""
+    cached = source.cache != "miss"
+    provenance: dict[str, Any] = {
+        "cache": source.cache,
+        "age": cache.age_seconds(source.fetched_at) if cached else 0,
+        "cached": cached,
+        "stale": source.cache == "stale",
+    }
+    if cached:
+        provenance["cached_at"] = source.fetched_at.isoformat().replace("+00:00", "Z")
+    return provenance

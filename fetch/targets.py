@@ -111,8 +111,20 @@ def _check_option(name: str, value: object, schema: dict[str, Any]) -> None:
             raise InvalidTarget(
                 f"options.{name}", f"{name} must be true or false", f"Send {name} as a JSON boolean."
             )
+    elif schema["type"] == "integer":
+        _check_integer(name, value, schema["minimum"], schema["maximum"])
     else:
         _check_text(name, value, schema["maxLength"])
+
+
+def _check_integer(name: str, value: object, least: int, most: int) -> None:
+    # A JSON boolean is a Python int: refused as any other non-integer.
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise InvalidTarget(
+            f"options.{name}",
+            f"{name} must be a whole number from {least} to {most}",
+            f"Send {name} as a JSON integer, or leave it out.",
+        )
 
 
 def re2_options() -> re2.Options:

@@ -50,6 +50,16 @@ def test_text_options_carry_their_limits_and_pages_its_pattern_in_the_document(c
     assert parameters["pages"]["pattern"] == r"^[0-9,\-\s]+$"
 
 
+def test_max_age_is_an_integer_of_seconds_and_every_fetch_answer_says_cache_and_age(client):
+    served = document(client)
+    parameters = {p["name"]: p["schema"] for p in served["paths"]["/v1/fetch"]["get"]["parameters"]}
+    assert (parameters["max_age"]["type"], parameters["max_age"]["minimum"]) == ("integer", 0)
+    envelope = served["components"]["schemas"]["FetchEnvelope"]
+    assert envelope["properties"]["cache"]["enum"] == ["miss", "hit", "revalidated", "stale"]
+    assert envelope["properties"]["age"]["type"] == "integer"
+    assert {"cache", "age", "cached", "stale"} <= set(envelope["required"])
+
+
 def test_the_targets_a_job_may_hold_follow_the_setting_each_time_the_document_is_asked(client, settings):
     settings.SIFT_BATCH_TARGETS_PER_JOB = 5
     served = document(client)

@@ -10,6 +10,7 @@ from fetch.targets import InvalidTarget, parse_options
 
 TEXT_OPTIONS = [name for name, schema in option_schemas().items() if schema["type"] == "string"]
 BOOLEAN_OPTIONS = [name for name, schema in option_schemas().items() if schema["type"] == "boolean"]
+INTEGER_OPTIONS = [name for name, schema in option_schemas().items() if schema["type"] == "integer"]
 
 
 def _refusal(raw: object) -> InvalidTarget:
@@ -22,7 +23,8 @@ def test_every_option_has_a_type_and_a_description_and_nothing_else_is_an_option
     schemas = option_schemas()
     assert list(schemas) == list(TargetOptions.model_fields)
     assert all(
-        schema["type"] in ("string", "boolean") and schema["description"] for schema in schemas.values()
+        schema["type"] in ("string", "boolean", "integer") and schema["description"]
+        for schema in schemas.values()
     )
     assert schemas["mode"]["enum"] == ["markdown", "text", "raw"]
     assert schemas["pages"]["pattern"] == r"^[0-9,\-\s]+$"
@@ -45,6 +47,26 @@ def test_a_text_option_is_taken_at_its_schemas_max_length_and_refused_one_charac
 def test_a_boolean_option_is_refused_as_anything_but_a_json_boolean(name) -> None:
     refused = _refusal({name: "yes"})
     assert (refused.field, refused.message) == (f"options.{name}", f"{name} must be true or false")
+
+
+@pytest.mark.parametrize("name", INTEGER_OPTIONS)
+def test_an_integer_option_is_taken_within_its_schemas_bounds_and_refused_outside_or_as_another_type(
+    name,
+) -> None:
+    least, most = option_schemas()[name]["minimum"], option_schemas()[name]["maximum"]
+    assert getattr(parse_options({name: least}), name) == least
+    assert getattr(parse_options({name: most}), name) == most
+    for value in (least - 1, most + 1, True, 1.0, "1"):
+        refused = _refusal({name: value})
+        assert (refused.field, refused.message) == (
+            f"options.{name}",
+            f"{name} must be a whole number from {least} to {most}",
+        )
+
+
+def test_max_age_is_an_integer_option_of_seconds_from_zero() -> None:
+    assert "max_age" in INTEGER_OPTIONS
+    assert option_schemas()["max_age"]["minimum"] == 0
 
 
 def test_a_mode_outside_the_schemas_enum_is_refused_naming_the_enum() -> None:

@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
+from werkzeug import Response
 
 from batch.mcp import tools
 from batch.models import ApiKey, BatchJob
@@ -141,10 +142,15 @@ def test_the_five_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server
         "jq",
         "context",
         "recover",
+        "max_age",
         "render",
         "robots",
     }
     assert fetch["properties"]["mode"]["enum"] == ["markdown", "text", "raw"]
+    assert fetch["properties"]["max_age"]["type"] == "integer"
+    answer = tools["fetch"].output_schema["properties"]
+    assert answer["cache"]["enum"] == ["miss", "hit", "revalidated", "stale"]
+    assert answer["age"]["type"] == "integer"
     assert tools["batch_get"].input_schema["properties"]["wait"]["maximum"] == 60
     assert all(tool.description and tool.output_schema for tool in tools.values())
 
@@ -181,6 +187,35 @@ def test_fetch_of_a_local_page_returns_its_text_from_the_cache_the_rest_api_shar
     # One cache: the REST API answers the same document from it.
     assert CachedDocument.objects.count() == 1
     assert client.get("/v1/fetch", url=url).json()["cached"] is True
+
+
+def test_fetch_takes_max_age_and_says_where_each_answer_came_from(mcp_server, agent, httpserver):
+    _, client = agent
+    asked: list[str | None] = []
+
+    def handler(request: Any) -> Response:
+        asked.append(request.headers.get("If-None-Match"))
+        if request.headers.get("If-None-Match") == '"v1"':
+            return Response(status=304)
+        return Response("<p>Tides come twice a day.</p>", content_type="text/html", headers={"ETag": '"v1"'})
+
+    httpserver.expect_request("/tides").respond_with_handler(handler)
+    url = httpserver.url_for("/tides")
+    first = call(mcp_server.url, client.raw_key, "fetch", {"url": url})
+    hit = call(mcp_server.url, client.raw_key, "fetch", {"url": url, "max_age": 600})
+    revalidated = call(mcp_server.url, client.raw_key, "fetch", {"url": url, "max_age": 0})
+    answers = [result.structured_content for result in (first, hit, revalidated)]
+    assert [(a["cache"], a["cached"], a["stale"]) for a in answers] == [
+        ("miss", False, False),
+        ("hit", True, False),
+        ("revalidated", True, False),
+    ]
+    assert all(isinstance(a["age"], int) and 0 <= a["age"] < 60 for a in answers)
+    assert json.loads(revalidated.content[0].text)["cache"] == "revalidated"
+    assert "Tides come twice a day." in revalidated.structured_content["content"]
+    assert asked == [None, '"v1"']
+    refused = _refusal(call(mcp_server.url, client.raw_key, "fetch", {"url": url, "max_age": -1}))
+    assert refused["code"] == "invalid_request"
 
 
 @pytest.mark.parametrize("mode", ERAS)

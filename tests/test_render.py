@@ -383,6 +383,25 @@ def test_rendered_copies_are_cached_apart_from_raw_ones(agent, httpserver, rende
     assert ARTICLE_TEXT not in plain_again.json()["content"]
 
 
+def test_max_age_0_renders_again_and_a_rendered_copy_says_where_it_came_from(
+    agent, httpserver, render_settings
+):
+    _, client = agent
+    httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
+    httpserver.expect_request("/story.json").respond_with_json(STORY)
+    url = httpserver.url_for("/tides")
+
+    answers = [
+        _fetch(client, url=url, render="true").json(),
+        _fetch(client, url=url, render="true").json(),
+        _fetch(client, url=url, render="true", max_age=0).json(),
+    ]
+
+    assert [(a["cache"], a["rendered"]) for a in answers] == [("miss", True), ("hit", True), ("miss", True)]
+    assert all(ARTICLE_TEXT in a["content"] for a in answers)
+    assert len([entry for entry in httpserver.log if entry[0].path == "/tides"]) == 2
+
+
 def test_the_browser_stays_warm_between_renders_and_is_replaced_after_a_timeout(
     agent, httpserver, render_settings, settings
 ):

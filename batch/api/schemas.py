@@ -21,6 +21,7 @@ from pydantic import ConfigDict, GetJsonSchemaHandler, WithJsonSchema, create_mo
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from fetch.cache import CacheState
 from fetch.limits import MAX_URL_CHARS
 from fetch.options import option_schemas, options_schema, target_schema, url_schema
 
@@ -164,8 +165,9 @@ class TargetIn(Schema):
 
 
 def _query_parameter(schema: dict[str, Any]) -> Any:
-    """An option as a query parameter: read as a string or a boolean, checked by fetch.targets."""
-    kind = bool if schema["type"] == "boolean" else str
+    """An option as a query parameter: read as a string, a boolean or an integer, checked by
+    fetch.targets."""
+    kind = {"boolean": bool, "integer": int}.get(schema["type"], str)
     return (Annotated[kind | None, WithJsonSchema(schema)], None)
 
 
@@ -196,9 +198,16 @@ class FetchEnvelope(Schema):
     bytes: int
     fetched_at: str
     elapsed_ms: int
-    cached: bool
-    stale: bool
-    cached_at: str | None = None
+    cache: CacheState = Field(
+        ...,
+        description="Where the answer came from: miss (downloaded now), hit (a cached copy young "
+        "enough), revalidated (a cached copy the site said is unchanged, with a 304), stale (the "
+        "last copy, answered with recover after the site failed).",
+    )
+    age: int = Field(..., description="The copy's age in seconds: 0 for a miss or a revalidated copy.")
+    cached: bool = Field(..., description="cache is not miss.")
+    stale: bool = Field(..., description="cache is stale.")
+    cached_at: str | None = Field(None, description="When the copy was fetched; null for a miss.")
     lang: str | None = None
     canonical_url: str | None = None
     rendered: bool | None = None
