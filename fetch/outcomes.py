@@ -37,6 +37,12 @@ class Outcome(StrEnum):
     BLOCKED = "blocked", 403, "sift fetches only public http(s) addresses; send another URL."
     UNSUPPORTED = "unsupported", 415, "sift reads HTML, text, JSON and PDF; send a URL serving one of them."
     TOO_LONG = "too_long", 422, "Narrow the target (pages, grep, question, jq) so its result is smaller."
+    DOCUMENT_CHANGED = (
+        "document_changed",
+        409,
+        "The document changed since that cursor or version: fetch it again without cursor, offset "
+        "and version, and start reading afresh.",
+    )
     BUSY = "busy", 429, "The site or sift is overloaded; submit this URL again later."
     UPSTREAM_4XX = "upstream_4xx", 502, "The site refused the request; check the URL."
     UPSTREAM_5XX = (

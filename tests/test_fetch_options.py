@@ -22,7 +22,8 @@ def test_every_option_has_a_type_and_a_description_and_nothing_else_is_an_option
     schemas = option_schemas()
     assert list(schemas) == list(TargetOptions.model_fields)
     assert all(
-        schema["type"] in ("string", "boolean") and schema["description"] for schema in schemas.values()
+        schema["type"] in ("string", "boolean", "integer") and schema["description"]
+        for schema in schemas.values()
     )
     assert schemas["mode"]["enum"] == ["markdown", "text", "raw"]
     assert schemas["pages"]["pattern"] == r"^[0-9,\-\s]+$"
