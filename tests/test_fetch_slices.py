@@ -231,25 +231,30 @@ def test_spans_of_a_pdf_name_the_page_of_each_match(agent, httpserver, open_loop
 
 
 @pytest.mark.parametrize(
-    ("options", "field"),
+    ("options", "field", "error"),
     [
-        ({"cursor": "abc", "offset": 0, "version": "0" * 64}, "options.cursor"),
-        ({"offset": 5}, "options.offset"),
-        ({"offset": 5, "version": "0" * 64, "grep": "x"}, "options.grep"),
-        ({"version": "not-a-sha"}, "options.version"),
-        ({"max_chars": 0}, "options.max_chars"),
-        ({"max_chars": 1001}, "options.max_chars"),
-        ({"max_chars": "10"}, "options.max_chars"),
+        (
+            {"cursor": "abc", "offset": 0, "version": "0" * 64},
+            "cursor",
+            "cannot be sent with offset or version",
+        ),
+        ({"offset": 5}, "offset", "offset needs version"),
+        ({"offset": 5, "version": "0" * 64, "grep": "x"}, "grep", "offset reads the whole text"),
+        ({"version": "not-a-sha"}, "version", "version does not match"),
+        ({"max_chars": 0}, "max_chars", "max_chars is out of range"),
+        ({"max_chars": 1001}, "max_chars", "max_chars is out of range"),
+        ({"max_chars": "10"}, "max_chars", "max_chars must be an integer"),
     ],
 )
 def test_options_that_make_no_sense_together_or_out_of_range_are_400_with_a_hint(
-    agent, settings, options, field
+    agent, settings, options, field, error
 ):
     settings.SIFT_FETCH_MAX_CHARS = 1000
     _, client = agent
     response = client.post("/v1/fetch", {"url": "https://example.org/", "options": options})
     assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
-    assert response.json()["details"][0]["field"] == field
+    assert response.json()["details"][0]["field"] == f"options.{field}"
+    assert error in response.json()["error"]
     assert response.json()["hint"]
 
 
