@@ -145,6 +145,10 @@ def test_the_five_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server
         "recover",
         "render",
         "robots",
+        "max_chars",
+        "cursor",
+        "offset",
+        "version",
     }
     assert fetch["properties"]["mode"]["enum"] == ["markdown", "text", "raw"]
     assert tools["batch_get"].input_schema["properties"]["wait"]["maximum"] == 60
