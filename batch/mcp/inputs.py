@@ -44,8 +44,9 @@ def fetch_description() -> str:
         "one. With grep or question, spans give each match's offsets into the whole text, whose "
         "version is content_sha256: fetch with offset and version to read from one. A refusal "
         "(blocked address, site error, timeout, document_changed) is an error result with a code "
-        f"and a hint saying what to do next. At most {settings.SIFT_FETCH_PER_CALLER} of your fetches run at once here; "
-        "one more answers busy. For many URLs at once use batch_submit."
+        "and a hint saying what to do next. At most "
+        f"{settings.SIFT_FETCH_PER_CALLER} of your fetches run at once here; one more answers busy. "
+        "For many URLs at once use batch_submit."
     )
 
 
