@@ -161,7 +161,8 @@ def option_schemas() -> dict[str, dict[str, Any]]:
 
 @cache
 def known_options() -> dict[str, dict[str, Any]]:
-    """``option_schemas()`` made once, for validation to read (never to change)."""
+    """Each option's schema as the model says it, made once (never to change); ``option_schemas()``
+    adds the limits the settings set."""
     properties = TargetOptions.model_json_schema()["properties"]
     return {name: _without_null(schema) for name, schema in properties.items()}
 
