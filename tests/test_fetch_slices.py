@@ -287,3 +287,11 @@ def test_a_batch_target_carries_the_same_slice_fields_and_its_cursor_goes_on(
     assert following["content"] == "21: paragraph 10 has a few words in it\n"
     assert [PARAGRAPHS[s["start"] : s["end"]] for s in following["spans"]] == ["1"]
     assert following["spans"][0]["start"] == PARAGRAPHS.index("paragraph 10") + len("paragraph ")
+
+
+def test_query_parameters_that_are_not_integers_are_400_naming_the_parameter(agent):
+    _, client = agent
+    for name in ("offset", "max_chars"):
+        response = client.get("/v1/fetch", url="https://example.org/", version="0" * 64, **{name: "ten"})
+        assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
+        assert name in str(response.json().get("details")) + response.json()["error"]
