@@ -114,22 +114,22 @@ def slice_end(text: str, start: int, limit: int) -> int:
     (never inside a word); a run with no space at all is cut at the limit."""
     if len(text) - start <= limit:
         return len(text)
-    window = text[start : start + limit + 1]
+    # A few characters past the limit, so that a boundary right at it (a heading's "# ") is seen.
+    window = text[start : start + limit + 8]
     for boundary in ((_HEADING, _PARAGRAPH), (_LINE,), (_SPACE,)):
-        ends = [_last_end(pattern, window) for pattern in boundary]
-        best = max(ends)
+        best = max(_last_end(pattern, window, limit) for pattern in boundary)
         if best > 0:
             return start + best
     return start + limit
 
 
-def _last_end(pattern: re.Pattern[str], window: str) -> int:
-    """The end of the last match of ``pattern`` that ends within the limit (``window`` holds one
-    character more, so that a boundary right at the limit is seen)."""
+def _last_end(pattern: re.Pattern[str], window: str, limit: int) -> int:
+    """The end of the last match of ``pattern`` in ``window`` that ends within ``limit``, else 0."""
     last = 0
     for match in pattern.finditer(window):
-        if match.end() < len(window):
-            last = match.end()
+        if match.end() > limit:
+            break
+        last = match.end()
     return last
 
 

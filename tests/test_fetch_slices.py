@@ -107,6 +107,9 @@ def test_a_slice_ends_before_a_heading_or_after_a_paragraph_whichever_comes_last
     assert slice_end(text, 0, len(text)) == len(text)
     assert slice_end("x" * 50, 0, 20) == 20  # no space at all: cut at the limit
     assert slice_end("alpha beta gamma", 0, 12) == len("alpha beta ")
+    assert slice_end("words\n\nmore words\n# Next", 0, 18) == len(
+        "words\n\nmore words\n"
+    )  # a heading at the limit
 
 
 def test_the_last_slice_carries_no_cursor_and_a_short_document_is_one_slice(agent, httpserver, open_loopback):
