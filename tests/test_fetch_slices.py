@@ -297,4 +297,5 @@ def test_query_parameters_that_are_not_integers_are_400_naming_the_parameter(age
     for name in ("offset", "max_chars"):
         response = client.get("/v1/fetch", url="https://example.org/", version="0" * 64, **{name: "ten"})
         assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
-        assert name in str(response.json().get("details")) + response.json()["error"]
+        assert response.json()["details"][0]["field"] == name
+        assert "valid integer" in response.json()["details"][0]["message"]
