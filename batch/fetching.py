@@ -34,4 +34,5 @@ def fetch_for(caller: ApiKey, target: Target) -> dict[str, Any]:
                 "Wait for one of them to answer, or send many URLs as one batch (POST /v1/batch).",
                 retry_after=RetryAfter.FETCH,
             )
-        return pipeline.fetch(target, partition=cache.partition_for(caller.name, caller.caller_class))
+        partition = cache.partition_for(caller.name, caller.caller_class)
+        return pipeline.fetch(target, partition=partition, caller=caller.name)

@@ -291,7 +291,7 @@ def fetch_directly(url: str) -> tuple[float, float, int] | str:
 
     began = time.perf_counter()
     try:
-        envelope = pipeline.fetch(parse_target(url), partition=cache.FLEET_PARTITION)
+        envelope = pipeline.fetch(parse_target(url), partition=cache.FLEET_PARTITION, caller="bench")
     except FetchError as exc:
         return f"{exc.outcome}: {exc.message}"
     return began, time.perf_counter(), envelope["chars"]

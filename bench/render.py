@@ -108,7 +108,7 @@ def run(pages: dict[str, bytes], port: int) -> None:
                 target = Target(f"http://{harness.LOOPBACK}:{port}/{name}", TargetOptions(render=render))
                 began = time.monotonic()
                 try:
-                    chars += len(fetch(target, partition="bench")["content"])
+                    chars += len(fetch(target, partition="bench", caller="bench")["content"])
                 except FetchError as exc:
                     failures[exc.outcome] = failures.get(exc.outcome, 0) + 1
                 seconds.append(time.monotonic() - began)

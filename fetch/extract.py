@@ -8,14 +8,15 @@ PDF and JSON are parsed in the sandbox's limited children, never in this process
 
 from __future__ import annotations
 
+import bisect
+import hashlib
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from django.conf import settings
-
 from fetch.errors import FetchError
 from fetch.json_text import NotJson, json_text
-from fetch.narrow import narrow
+from fetch.narrow import Span, narrow
 from fetch.outcomes import Outcome
 from fetch.pdf_text import pdf_text
 from fetch.sandbox import get_sandbox
@@ -30,17 +31,16 @@ from fetch.sniff import (
 )
 from fetch.targets import TargetOptions
 
-# Extracted text that grep or question will narrow may be this long before narrowing.
-NARROWABLE_CHARS = 10_000_000
+# The most text a parser (HTML, PDF, jq) hands back from one document, before it is narrowed or
+# sliced: more cannot be read at all (too_long). Text documents are bounded by FETCH_MAX_BYTES.
+READABLE_CHARS = 10_000_000
+_PDF_PAGE = re.compile(r"^## Page (\d+)$", re.MULTILINE)
 DEFAULT_MEDIA_TYPES = {
     "html": "text/html",
     "pdf": "application/pdf",
     "json": "application/json",
     "text": "text/plain",
 }
-NARROW_HINT = (
-    "Narrow it: pages for a PDF, grep for matching lines, question for the relevant passages, jq for JSON."
-)
 # CPU seconds HTML extraction may take in the sandbox: a base, and more for a bigger page; well
 # above what a large ordinary page needs, so that only a pathological one runs out.
 HTML_CPU_SECONDS = 10.0
@@ -73,6 +73,9 @@ class Extracted:
     pages: list[int] | None = None
     matches: int | None = None
     passages: list[dict[str, Any]] | None = None
+    # The version of the whole text, before grep and question; where their matches lie in it.
+    content_sha256: str | None = None
+    spans: list[Span] | None = None
 
     def meta(self) -> dict[str, Any]:
         """``title`` always; ``lang``, ``canonical_url``, ``pages_total``, ``pages``,
@@ -89,40 +92,54 @@ def extract(
     charset: str | None,
     url: str,
     options: TargetOptions,
-    max_chars: int | None = None,
 ) -> Extracted:
     """Turn ``body`` into the content ``options`` ask for.
 
     ``declared_type`` is the upstream ``Content-Type`` (parameters allowed), ``charset`` its
-    charset if known, ``url`` the final URL (for the canonical link). ``max_chars`` defaults to
-    ``FETCH_MAX_CHARS``. Raises ``FetchError``: ``unsupported``, ``invalid_request`` (an option
-    that does not fit this document, pages past the end), ``too_long``, ``filter_timeout`` (a
-    parser out of time), ``memory_limit`` (a parser out of memory).
+    charset if known, ``url`` the final URL (for the canonical link). Raises ``FetchError``:
+    ``unsupported``, ``invalid_request`` (an option that does not fit this document, pages past
+    the end), ``too_long`` (a parser's text over ``READABLE_CHARS``), ``filter_timeout`` (a parser out of
+    time), ``memory_limit`` (a parser out of memory).
     """
-    limit = max_chars if max_chars is not None else settings.SIFT_FETCH_MAX_CHARS
     charset = charset or declared_charset(declared_type)
     kind = sniff_kind(body, declared_type, charset)
     _check_options_fit(kind, options)
-    budget = NARROWABLE_CHARS if options.grep or options.question else limit
     document = _read(
-        kind, body, declared_type=declared_type, charset=charset, url=url, options=options, budget=budget
+        kind,
+        body,
+        declared_type=declared_type,
+        charset=charset,
+        url=url,
+        options=options,
+        budget=READABLE_CHARS,
     )
-    if not options.narrowed and len(document.content) > limit:
-        raise FetchError(
-            Outcome.TOO_LONG,
-            f"the text is {len(document.content)} characters, over the limit of {limit}",
-            NARROW_HINT,
-        )
+    version = hashlib.sha256(document.content.encode("utf-8", "surrogatepass")).hexdigest()
+    document = replace(document, content_sha256=version)
     if options.grep is None and options.question is None:
         return document
     narrowed = narrow(document.content, options, lang=document.lang)
-    if len(narrowed.content) > limit:
-        raise FetchError(
-            Outcome.TOO_LONG,
-            f"the narrowed text is {len(narrowed.content)} characters, over the limit of {limit}",
-            "Narrow further: a more specific grep, a more specific question, or fewer pages.",
-        )
-    return replace(document, content=narrowed.content, matches=narrowed.matches, passages=narrowed.passages)
+    spans = narrowed.spans or []
+    if kind == "pdf":
+        spans = _on_pages(spans, document.content)
+    return replace(
+        document,
+        content=narrowed.content,
+        matches=narrowed.matches,
+        passages=narrowed.passages,
+        spans=spans,
+    )
+
+
+def _on_pages(spans: list[Span], text: str) -> list[Span]:
+    """Each span with the PDF page it starts on (pages are headed ``## Page N`` in the text)."""
+    headings = list(_PDF_PAGE.finditer(text))
+    starts = [heading.start() for heading in headings]
+    pages = [int(heading[1]) for heading in headings]
+    placed = []
+    for span in spans:
+        index = bisect.bisect_right(starts, span.start) - 1
+        placed.append(replace(span, page=pages[index]) if index >= 0 else span)
+    return placed
 
 
 def _check_options_fit(kind: str, options: TargetOptions) -> None:
@@ -194,12 +211,11 @@ def _read_html(text: str, typed: str, *, url: str, markdown: bool, budget: int) 
         max_reply_bytes=budget * 4 + 1024,
     )
     if reply.get("error") == "too_long":
-        # Over the budget before narrowing, grep on the text cannot help, grep on the markup can.
-        raw_hint = 'Fetch it with mode "raw" and narrow the markup with grep.'
+        # The extracted text cannot be read whole; the markup, which no parser hands back, can.
         raise FetchError(
             Outcome.TOO_LONG,
             f"the text is {int(reply['chars'])} characters, over the limit of {budget}",
-            raw_hint if budget >= NARROWABLE_CHARS else NARROW_HINT,
+            'Fetch it with mode "raw" and read it in slices, or narrow the markup with grep.',
         )
     title = clean_text(str(reply["title"])) if reply.get("title") else None
     lang, canonical_url = reply.get("lang"), reply.get("canonical_url")

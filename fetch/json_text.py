@@ -54,6 +54,6 @@ def json_text(text: str, program: str | None, *, max_chars: int) -> str:
         raise FetchError(
             Outcome.TOO_LONG,
             f"the JSON output is over {max_chars} characters",
-            "Select less with jq, e.g. '.items[:20]', or narrow with grep.",
+            "Select less with jq, e.g. '.items[:20]'.",
         )
     return data.decode("utf-8", "replace")

@@ -28,6 +28,8 @@ GAP = "--"
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _HEADING = re.compile(r"#{1,6} \S")
+_LINE_END = re.compile(r"\n")
+_WORD = re.compile(r"\S")
 # Document language → (Snowball stemmer, bm25s stop-word list); English when unknown.
 _LANGUAGES = {
     "en": ("english", "en"),
@@ -47,20 +49,47 @@ _LANGUAGES = {
 
 
 @dataclass(frozen=True)
+class Span:
+    """Where a grep match or a question passage is: ``start``/``end`` in the text narrowed, ``at``
+    where it is shown in the narrowed content (to tell which slice shows it), ``page`` of a PDF."""
+
+    at: int
+    start: int
+    end: int
+    page: int | None = None
+
+
+@dataclass(frozen=True)
 class Narrowed:
     content: str
     matches: int | None = None
     passages: list[dict[str, Any]] | None = None
+    spans: list[Span] | None = None
 
 
 def narrow(text: str, options: TargetOptions, *, lang: str | None = None) -> Narrowed:
-    """Apply ``grep``, then ``question``, as ``options`` ask; the text unchanged when neither."""
-    matches = passages = None
+    """Apply ``grep``, then ``question``, as ``options`` ask; the text unchanged when neither.
+
+    ``spans`` are the grep matches, else the question's kept passages; with both, the grep
+    matches the kept passages show (a passage of grep's numbered lines is no span of the text).
+    """
+    matches = passages = spans = None
     if options.grep is not None:
-        text, matches = grep_lines(text, options.grep, context=options.wants_context)
+        text, matches, spans = _grep(text, options.grep, context=options.wants_context)
     if options.question is not None:
-        text, passages = answer_passages(text, options.question, context=options.wants_context, lang=lang)
-    return Narrowed(text, matches, passages)
+        text, passages, kept = _answer(text, options.question, context=options.wants_context, lang=lang)
+        spans = kept if spans is None else _within(spans, kept)
+    return Narrowed(text, matches, passages, spans)
+
+
+def _within(matches: list[Span], passages: list[Span]) -> list[Span]:
+    """The grep matches inside the kept passages of grep's output, placed where those are shown."""
+    return [
+        Span(passage.at + match.at - passage.start, match.start, match.end)
+        for passage in passages
+        for match in matches
+        if passage.start <= match.at < passage.end
+    ]
 
 
 def _lines(text: str) -> list[str]:
@@ -72,11 +101,18 @@ def _lines(text: str) -> list[str]:
 
 def grep_lines(text: str, pattern: str, *, context: bool) -> tuple[str, int]:
     """The lines of ``text`` that ``pattern`` (RE2) matches, numbered, and how many matched."""
+    content, matches, _ = _grep(text, pattern, context=context)
+    return content, matches
+
+
+def _grep(text: str, pattern: str, *, context: bool) -> tuple[str, int, list[Span]]:
     options = re2.Options()
     options.log_errors = False
     regex = re2.compile(pattern, options=options)
     lines = _lines(text)
-    hits = [number for number, line in enumerate(lines) if regex.search(line)]
+    found = {number: match for number, line in enumerate(lines) if (match := regex.search(line))}
+    hits = list(found)
+    starts = _line_starts(text)
     spread = CONTEXT_LINES if context else 0
     shown: dict[int, str] = {}
     for hit in hits:
@@ -84,13 +120,24 @@ def grep_lines(text: str, pattern: str, *, context: bool) -> tuple[str, int]:
             shown.setdefault(number, "-")
         shown[hit] = ":"
     out: list[str] = []
+    spans: list[Span] = []
+    at = 0
     previous = None
     for number in sorted(shown):
         if previous is not None and number != previous + 1 and context:
             out.append(GAP)
+            at += len(GAP) + 1
         out.append(f"{number + 1}{shown[number]} {lines[number]}")
+        match = found.get(number)
+        if match:
+            spans.append(Span(at, starts[number] + match.start(), starts[number] + match.end()))
+        at += len(out[-1]) + 1
         previous = number
-    return "\n".join(out), len(hits)
+    return "\n".join(out), len(hits), spans
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0, *(match.end() for match in _LINE_END.finditer(text))]
 
 
 def split_passages(text: str) -> list[str]:
@@ -160,9 +207,16 @@ def answer_passages(
     Returns the text to show and ``[{"n": passage number (1-based), "score": BM25 score}]`` for
     the ranked passages kept; context passages are shown but not listed.
     """
+    content, listed, _ = _answer(text, question, context=context, lang=lang)
+    return content, listed
+
+
+def _answer(
+    text: str, question: str, *, context: bool, lang: str | None
+) -> tuple[str, list[dict[str, Any]], list[Span]]:
     passages = split_passages(text)
     if not passages:
-        return "", []
+        return "", [], []
     scores = rank_passages(passages, question, lang=lang)
     sizes = [len(passage.split()) for passage in passages]
     kept: set[int] = set()
@@ -180,12 +234,40 @@ def answer_passages(
         kept.add(index)
         shown.update(spread)
         words += cost
+    places = _locate(text, passages[: max(shown) + 1]) if shown else []
     out: list[str] = []
+    spans: list[Span] = []
+    at = 0
     previous = None
     for index in sorted(shown):
         if previous is not None and index != previous + 1:
             out.append(GAP)
+            at += len(GAP) + 2
+        if index in kept:
+            spans.append(Span(at, *places[index]))
         out.append(passages[index])
+        at += len(passages[index]) + 2
         previous = index
     listed = [{"n": i + 1, "score": round(scores[i], 4)} for i in sorted(kept)]
-    return "\n\n".join(out), listed
+    return "\n\n".join(out), listed, spans
+
+
+def _locate(text: str, passages: list[str]) -> list[tuple[int, int]]:
+    """Where each passage lies in ``text``, from its first word to its last.
+
+    Passages hold every word of the text in order and differ from it only in whitespace, so
+    each is found from where the one before ended: as written, or else word by word.
+    """
+    places: list[tuple[int, int]] = []
+    position = 0
+    for passage in passages:
+        first = _WORD.search(text, position)
+        start = first.start() if first else position
+        if text.startswith(passage, start):
+            position = start + len(passage)
+        else:
+            position = start
+            for word in passage.split():
+                position = text.index(word, position) + len(word)
+        places.append((start, position))
+    return places

@@ -14,6 +14,7 @@ import re
 from functools import cache
 from typing import Any, Literal
 
+from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
 from fetch.limits import MAX_URL_CHARS
@@ -24,6 +25,11 @@ MAX_QUESTION_CHARS = 2000
 MAX_PAGES_CHARS = 200
 # A bound for the schema's sake only (about 68 years): no copy is kept longer than the cache TTL.
 MAX_AGE_SECONDS = 2**31 - 1
+# A signed cursor is about 150 characters; this leaves room and refuses anything bigger unread.
+MAX_CURSOR_CHARS = 500
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+# Past any text sift reads (FETCH_MAX_BYTES bounds it), and a number every JSON column stores.
+MAX_OFFSET = 2**31 - 1
 Mode = Literal["markdown", "text", "raw"]
 # A necessary condition only: the page ranges themselves are read by parse_pages.
 PAGES_PATTERN = r"^[0-9,\-\s]+$"
@@ -107,6 +113,34 @@ class TargetOptions(BaseModel):
         "refused blocked.",
     )
 
+    max_chars: int | None = Field(
+        default=None,
+        ge=1,
+        description="The longest content to answer, in characters: a longer document is answered "
+        "in slices, each cut at a heading or paragraph boundary, with total_chars and next_cursor.",
+    )
+    cursor: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CURSOR_CHARS,
+        description="The next_cursor of the previous slice: answers the next slice of the same "
+        "document version (with the same URL and options), or document_changed.",
+    )
+    offset: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_OFFSET,
+        description="With version: answer the text from this character offset into the whole text "
+        "(a span's start), or document_changed when the document is no longer that version.",
+    )
+    version: str | None = Field(
+        default=None,
+        min_length=64,
+        max_length=64,
+        pattern=SHA256_PATTERN,
+        description="A content_sha256 this fetch must still find (with offset, or from the start).",
+    )
+
     def to_dict(self) -> dict[str, Any]:
         """The options that differ from their defaults, which is the canonical form."""
         return self.model_dump(exclude_defaults=True)
@@ -125,13 +159,19 @@ class TargetOptions(BaseModel):
 
 
 def option_schemas() -> dict[str, dict[str, Any]]:
-    """Each option's JSON Schema, by name, without the null that means "left out"."""
-    return copy.deepcopy(known_options())
+    """Each option's JSON Schema, by name, without the null that means "left out"; ``max_chars``
+    bounded by ``SIFT_FETCH_MAX_CHARS`` as the settings say now."""
+    schemas = copy.deepcopy(known_options())
+    most = settings.SIFT_FETCH_MAX_CHARS
+    schemas["max_chars"]["maximum"] = most
+    schemas["max_chars"]["description"] += f" At most, and by default, {most}."
+    return schemas
 
 
 @cache
 def known_options() -> dict[str, dict[str, Any]]:
-    """``option_schemas()`` made once, for validation to read (never to change)."""
+    """Each option's schema as the model says it, made once (never to change); ``option_schemas()``
+    adds the limits the settings set."""
     properties = TargetOptions.model_json_schema()["properties"]
     return {name: _without_null(schema) for name, schema in properties.items()}
 

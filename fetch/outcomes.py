@@ -36,7 +36,18 @@ class Outcome(StrEnum):
     INVALID_REQUEST = "invalid_request", 400, "Check the URL and its options against /v1/docs."
     BLOCKED = "blocked", 403, "sift fetches only public http(s) addresses; send another URL."
     UNSUPPORTED = "unsupported", 415, "sift reads HTML, text, JSON and PDF; send a URL serving one of them."
-    TOO_LONG = "too_long", 422, "Narrow the target (pages, grep, question, jq) so its result is smaller."
+    TOO_LONG = (
+        "too_long",
+        422,
+        "The document is too large to read at all: ask for fewer pages, select less with jq, or "
+        "send a smaller document (long text comes in slices, never too_long).",
+    )
+    DOCUMENT_CHANGED = (
+        "document_changed",
+        409,
+        "The document changed since that cursor or version: fetch it again without cursor, offset "
+        "and version, and start reading afresh.",
+    )
     BUSY = "busy", 429, "The site or sift is overloaded; submit this URL again later."
     UPSTREAM_4XX = "upstream_4xx", 502, "The site refused the request; check the URL."
     UPSTREAM_5XX = (

@@ -77,7 +77,7 @@ def pdf_text(body: bytes, page_ranges: tuple[PageRange, ...] | None, *, max_char
         raise FetchError(
             Outcome.TOO_LONG,
             f"the PDF's text is over {max_chars} characters",
-            'Ask for fewer pages with pages, e.g. "1-20", or narrow with grep or question.',
+            'Ask for fewer pages with pages, e.g. "1-20", and read the rest in another fetch.',
         )
     return PdfText(
         content=b"\n\n".join(data for part, data in replies if part["pages"]).decode("utf-8", "replace"),

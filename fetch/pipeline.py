@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from fetch import cache, client, gate, headers, hosts, metrics, render, robots, sandbox
+from fetch import cache, client, gate, headers, hosts, metrics, render, robots, sandbox, slices
 from fetch.cache import CacheState
 from fetch.errors import FetchError
 from fetch.extract import extract
@@ -42,20 +42,22 @@ class Source:
     rendered: bool = False
 
 
-def fetch(target: Target, *, partition: str, wait_for_host: bool = True) -> dict[str, Any]:
-    """Fetch ``target`` for a caller whose documents live in ``partition`` (see ``cache.partition_for``).
+def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = True) -> dict[str, Any]:
+    """Fetch ``target`` for ``caller`` (its name: cursors are bound to it), whose documents live in
+    ``partition`` (see ``cache.partition_for``).
 
     Without ``wait_for_host`` (a batch target), a host whose turn has not come raises ``HostNotDue``.
     """
     started = time.monotonic()
     outcome = "ok"
     try:
+        start = slices.start_of(target, caller=caller)  # a bad cursor is refused before any request
         if target.options.robots:
             robots.check(target.url, partition)
         since = started if target.options.robots else None  # robots.txt came out of the deadline
         turn = functools.partial(hosts.turn, target.url, since=since, wait=wait_for_host)
         source = _obtain(target, partition, turn)
-        return _envelope(target, source, started)
+        return _envelope(target, source, started, start, caller)
     except FetchError as exc:
         outcome = exc.outcome
         raise
@@ -192,7 +194,9 @@ def _raise_for_status(download: client.Download) -> None:
         )
 
 
-def _envelope(target: Target, source: Source, started: float) -> dict[str, Any]:
+def _envelope(
+    target: Target, source: Source, started: float, start: slices.Start, caller: str
+) -> dict[str, Any]:
     download = source.download
     finish_by = max(time.monotonic() + EXTRACT_GRACE_SECONDS, started + float(settings.SIFT_FETCH_TIMEOUT))
     with sandbox.finish_by(finish_by):
@@ -209,8 +213,7 @@ def _envelope(target: Target, source: Source, started: float) -> dict[str, Any]:
         "status": download.status,
         "content_type": document.media_type,
         "mode": target.options.mode,
-        "content": document.content,
-        "chars": len(document.content),
+        **slices.answer(document, target, start, caller=caller),
         "bytes": len(download.body),
         "fetched_at": source.fetched_at.isoformat().replace("+00:00", "Z"),
         "elapsed_ms": round((time.monotonic() - started) * 1000),

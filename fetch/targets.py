@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import re2
 
 from fetch.limits import MAX_URL_CHARS
-from fetch.options import MAX_JQ_CHARS, InvalidTarget, PageRange, TargetOptions, known_options, parse_pages
+from fetch.options import MAX_JQ_CHARS, InvalidTarget, PageRange, TargetOptions, option_schemas, parse_pages
 from fetch.sandbox_child import compile_jq
 
 # The option types come from fetch.options; callers take them from here too, with the target.
@@ -112,18 +112,50 @@ def _check_option(name: str, value: object, schema: dict[str, Any]) -> None:
                 f"options.{name}", f"{name} must be true or false", f"Send {name} as a JSON boolean."
             )
     elif schema["type"] == "integer":
-        _check_integer(name, value, schema["minimum"], schema["maximum"])
+        _check_integer(name, value, schema)
     else:
         _check_text(name, value, schema["maxLength"])
+        if "pattern" in schema and name != "pages" and not re.fullmatch(schema["pattern"], str(value)):
+            # pages are read by parse_pages, which says which range it cannot read.
+            raise InvalidTarget(
+                f"options.{name}",
+                f"{name} does not match {schema['pattern']}",
+                f"Send {name} as the API answered it.",
+            )
 
 
-def _check_integer(name: str, value: object, least: int, most: int) -> None:
+def _check_integer(name: str, value: object, schema: dict[str, Any]) -> None:
+    least, most = schema["minimum"], schema["maximum"]
     # A JSON boolean is a Python int: refused as any other non-integer.
     if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
         raise InvalidTarget(
             f"options.{name}",
             f"{name} must be a whole number from {least} to {most}",
             f"Send {name} as a JSON integer, or leave it out.",
+        )
+
+
+def _check_slicing(given: dict[str, Any]) -> None:
+    """What the schema cannot say about where a fetch starts reading: a cursor, or an offset into
+    a version, never both; an offset only into the whole text, never into grep or question."""
+    if "cursor" in given and ("offset" in given or "version" in given):
+        raise InvalidTarget(
+            "options.cursor",
+            "cursor cannot be sent with offset or version",
+            "Send cursor alone to read the next slice, or offset with version to read from an offset.",
+        )
+    if "offset" in given and "version" not in given:
+        raise InvalidTarget(
+            "options.offset",
+            "offset needs version",
+            "Send version too: the content_sha256 of the answer the offset was taken from.",
+        )
+    narrowing = [name for name in ("grep", "question") if name in given]
+    if "offset" in given and narrowing:
+        raise InvalidTarget(
+            f"options.{narrowing[0]}",
+            f"offset reads the whole text, and {narrowing[0]} narrows it",
+            f"Leave {narrowing[0]} out to read from an offset (a span's start), or leave offset out.",
         )
 
 
@@ -183,7 +215,7 @@ def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOption
         raise InvalidTarget(
             "options", "options must be an object", 'Send options as an object, e.g. {"mode": "text"}.'
         )
-    known = known_options()
+    known = option_schemas()
     unknown = sorted(printable(name) for name in set(raw) - set(known))
     if unknown:
         raise InvalidTarget(
@@ -197,6 +229,7 @@ def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOption
             _check_option(name, given[name], schema)
     if "pages" in given:
         parse_pages(given["pages"])
+    _check_slicing(given)
     options = TargetOptions.model_construct(**given)  # every value was checked above
     if compile_programs:
         compile_checks(options)

@@ -112,13 +112,18 @@ def test_an_image_is_415_unsupported(agent, httpserver, open_loopback):
     assert (response.status_code, response.json()["code"]) == (415, "unsupported")
 
 
-def test_oversize_text_is_422_too_long_with_a_narrowing_hint(agent, httpserver, open_loopback, settings):
+def test_text_over_the_default_limit_is_answered_in_a_first_slice_with_a_cursor(
+    agent, httpserver, open_loopback, settings
+):
     settings.SIFT_FETCH_MAX_CHARS = 1000
     _, client = agent
     httpserver.expect_request("/big.txt").respond_with_data("word " * 1000, content_type="text/plain")
     response = _fetch(client, url=httpserver.url_for("/big.txt"))
-    assert (response.status_code, response.json()["code"]) == (422, "too_long")
-    assert "grep" in response.json()["hint"]
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["chars"], body["total_chars"]) == (1000, 5000)
+    assert body["content"] == "word " * 200
+    assert body["next_cursor"]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ How targets run: docs/workers.md; how each is fetched: docs/fetch-pipeline.md.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import time
@@ -70,6 +71,12 @@ def test_a_mixed_job_ends_partial_with_each_result_and_the_429_retried_after_ret
     html, pdf_target, data, blocked, busy = job.targets.order_by("idx")
     assert "Spring tides happen" in html.result["content"]
     assert html.result["meta"]["title"] == "Tides explained"
+    # One slice: the whole text, its version, and no cursor.
+    assert (
+        html.result["meta"]["content_sha256"] == hashlib.sha256(html.result["content"].encode()).hexdigest()
+    )
+    assert html.result["meta"]["total_chars"] == len(html.result["content"])
+    assert "next_cursor" not in html.result["meta"]
     assert (pdf_target.result["meta"]["pages_total"], pdf_target.result["meta"]["pages"]) == (5, [2, 3])
     assert "This is page 2." in pdf_target.result["content"]
     assert json.loads(data.result["content"]) == "beta"

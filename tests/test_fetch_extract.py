@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
@@ -388,50 +389,26 @@ def test_nul_bytes_and_invalid_utf8_are_cleaned() -> None:
 # --- limits and narrowing -----------------------------------------------------------------
 
 
-def test_text_over_max_chars_is_too_long_with_a_hint_to_narrow() -> None:
-    with pytest.raises(FetchError) as caught:
-        extract(
-            b"a line\n" * 100,
-            declared_type="text/plain",
-            charset=None,
-            url=URL,
-            options=TargetOptions(),
-            max_chars=50,
-        )
+def test_text_of_any_length_comes_back_whole_with_its_version_for_slicing() -> None:
+    body = b"a line\n" * 100_000
 
-    assert caught.value.outcome == "too_long"
-    assert "grep" in caught.value.hint
+    result = extract(body, declared_type="text/plain", charset=None, url=URL, options=TargetOptions())
+
+    assert result.content == body.decode()
+    assert result.content_sha256 == hashlib.sha256(body).hexdigest()
 
 
-def test_text_over_max_chars_narrowed_by_grep_is_returned() -> None:
+def test_grep_narrows_text_and_keeps_the_version_of_the_whole_text() -> None:
     body = "".join(f"line {n}\n" for n in range(1, 101)).encode()
 
     result = extract(
-        body,
-        declared_type="text/plain",
-        charset=None,
-        url=URL,
-        options=TargetOptions(grep="^line 4[27]$"),
-        max_chars=50,
+        body, declared_type="text/plain", charset=None, url=URL, options=TargetOptions(grep="^line 4[27]$")
     )
 
     assert result.content == "42: line 42\n47: line 47"
     assert result.matches == 2
     assert result.meta()["matches"] == 2
-
-
-def test_narrowed_text_still_over_max_chars_is_too_long() -> None:
-    with pytest.raises(FetchError) as caught:
-        extract(
-            b"a line\n" * 100,
-            declared_type="text/plain",
-            charset=None,
-            url=URL,
-            options=TargetOptions(grep="line"),
-            max_chars=50,
-        )
-
-    assert caught.value.outcome == "too_long"
+    assert result.content_sha256 == hashlib.sha256(body).hexdigest()
 
 
 def test_grep_with_no_match_is_a_success_with_zero_matches() -> None:

@@ -237,16 +237,13 @@ def test_a_batch_target_stores_memory_limit_and_a_slow_one_filter_timeout(
     assert (job.status, job.targets_failed) == ("partial", 2)
 
 
-def test_html_text_over_the_limit_is_too_long_without_shipping_it_back() -> None:
+def test_html_text_over_the_limit_is_too_long_without_shipping_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(extract_module, "READABLE_CHARS", 100)
+
     with pytest.raises(FetchError) as caught:
-        extract(
-            ARTICLE.encode(),
-            declared_type="text/html",
-            charset=None,
-            url=URL,
-            options=TargetOptions(),
-            max_chars=100,
-        )
+        extract(ARTICLE.encode(), declared_type="text/html", charset=None, url=URL, options=TargetOptions())
 
     assert caught.value.outcome == "too_long"
     assert "over the limit of 100" in caught.value.message
@@ -255,7 +252,7 @@ def test_html_text_over_the_limit_is_too_long_without_shipping_it_back() -> None
 def test_html_text_over_the_narrowing_budget_is_too_long_with_the_hint_to_grep_the_raw_page(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(extract_module, "NARROWABLE_CHARS", 200)
+    monkeypatch.setattr(extract_module, "READABLE_CHARS", 200)
 
     with pytest.raises(FetchError) as caught:
         html(ARTICLE)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from fetch.narrow import (
     PASSAGE_WORDS,
     QUESTION_WORDS,
@@ -188,3 +191,34 @@ def test_question_output_stays_within_about_4000_words() -> None:
     assert len(content.split()) <= QUESTION_WORDS
     assert len(content.split()) > QUESTION_WORDS * 0.8
     assert len(passages) < 100
+
+
+def test_grep_spans_are_each_matching_lines_first_match_as_offsets_into_the_text() -> None:
+    text = POEM.replace("\n", "\r\n")  # raw mode keeps CR: offsets still count it
+
+    narrowed = narrow(text, TargetOptions(grep="[a-z]+ cat", context=True))
+
+    assert narrowed.matches == len(narrowed.spans or []) == 3
+    assert [text[s.start : s.end] for s in narrowed.spans or []] == ["black cat", "white cat", "grey cat"]
+    assert [narrowed.content[s.at :].split("\n")[0] for s in narrowed.spans or []] == [
+        "5: black cat",
+        "6: white cat",
+        "7: grey cat",
+    ]
+
+
+@given(
+    st.lists(
+        st.sampled_from(["tide", "moon", " ", "\n", "\n\n", "## Tides", "\t", "\u00a0", "ebb"]), max_size=400
+    )
+)
+def test_question_spans_hold_each_kept_passage_word_for_word(pieces: list[str]) -> None:
+    text = "".join(pieces)
+
+    narrowed = narrow(text, TargetOptions(question="moon tide", context=False))
+
+    assert len(narrowed.spans or []) == len(narrowed.passages or [])
+    for span in narrowed.spans or []:
+        assert narrowed.content[span.at :].split()[: len(text[span.start : span.end].split())] == (
+            text[span.start : span.end].split()
+        )

@@ -4,6 +4,7 @@ process on the test database, in both protocol eras (docs/mcp.md)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import urllib.error
 import urllib.request
@@ -145,6 +146,10 @@ def test_the_five_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server
         "max_age",
         "render",
         "robots",
+        "max_chars",
+        "cursor",
+        "offset",
+        "version",
     }
     assert fetch["properties"]["mode"]["enum"] == ["markdown", "text", "raw"]
     assert fetch["properties"]["max_age"]["type"] == "integer"
@@ -465,3 +470,41 @@ def test_batch_submit_takes_a_callback_url_and_refuses_a_blocked_one_as_the_rest
     )
     assert not result.is_error, result
     assert BatchJob.objects.get().callback_url == "http://127.0.0.1:9/hook"
+
+
+def test_fetch_answers_slices_with_a_cursor_spans_and_document_changed_as_the_rest_api_does(
+    mcp_server, agent, httpserver, settings
+):
+    settings.SIFT_FETCH_ALLOW_CIDRS = "127.0.0.1/32"
+    _, client = agent
+    key = client.raw_key
+    paragraphs = "\n\n".join(f"paragraph {n} has a few words in it" for n in range(20))
+    served = [paragraphs]
+    httpserver.expect_request("/doc.txt").respond_with_handler(
+        lambda request: Response(served[0], content_type="text/plain")
+    )
+    url = httpserver.url_for("/doc.txt").replace("localhost", "127.0.0.1")
+    first = call(mcp_server.url, key, "fetch", {"url": url, "max_chars": 80, "grep": "1"})
+    assert not first.is_error, first
+    meta = json.loads(first.content[0].text)
+    assert meta["content_sha256"] == hashlib.sha256(paragraphs.encode()).hexdigest()
+    assert meta["total_chars"] > meta["chars"] == len(first.structured_content["content"])
+    assert [paragraphs[s["start"] : s["end"]] for s in meta["spans"]] == ["1", "1"]
+    # The cursor of one door is good at the other: it is bound to the caller, not the door.
+    rest = client.post(
+        "/v1/fetch", {"url": url, "options": {"max_chars": 80, "grep": "1", "cursor": meta["next_cursor"]}}
+    ).json()
+    following = call(
+        mcp_server.url,
+        key,
+        "fetch",
+        {"url": url, "max_chars": 80, "grep": "1", "cursor": meta["next_cursor"]},
+    )
+    assert following.structured_content["content"] == rest["content"]
+    assert following.structured_content["content"].startswith("23: paragraph 11")
+    tampered = call(mcp_server.url, key, "fetch", {"url": url, "cursor": meta["next_cursor"][:-2] + "xx"})
+    assert _refusal(tampered)["code"] == "invalid_request"
+    served[0] = paragraphs.replace("paragraph 19", "chapter 19")
+    CachedDocument.objects.all().delete()
+    changed = call(mcp_server.url, key, "fetch", {"url": url, "offset": 0, "version": meta["content_sha256"]})
+    assert _refusal(changed)["code"] == "document_changed"

@@ -17,7 +17,7 @@ from batch.api.validation import validate_target
 from batch.errors import Refusal, Refused
 from batch.fetching import fetch_for
 
-FETCH_ERRORS = error_responses(400, 401, 403, 415, 422, 429, 500, 502, 504)
+FETCH_ERRORS = error_responses(400, 401, 403, 409, 415, 422, 429, 500, 502, 504)
 
 router = Router(auth=KeyAuth(), tags=["fetch"])
 

@@ -17,7 +17,10 @@ ERROR_DESCRIPTIONS = {
     401: "unauthorized: no key, or an unknown one",
     403: "forbidden: the key is revoked; for /v1/fetch also blocked: the guard refused the URL",
     404: "not_found: no such job or target for this caller",
-    409: "already_finished: the job has already ended",
+    409: (
+        "already_finished: the job has already ended; for /v1/fetch document_changed: the document "
+        "is no longer the version a cursor or version names (fetch it again from the start)"
+    ),
     413: "too_large: the request body is over the size limit",
     415: "unsupported: a content type sift cannot turn into text",
     422: (

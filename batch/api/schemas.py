@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from django.conf import settings
 from ninja import Field, Schema
 from pydantic import ConfigDict, GetJsonSchemaHandler, WithJsonSchema, create_model
+from pydantic import Field as PydanticField
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
@@ -164,11 +165,11 @@ class TargetIn(Schema):
     options: Annotated[Any, WithJsonSchema(options_schema())] = None
 
 
-def _query_parameter(schema: dict[str, Any]) -> Any:
+def _query_parameter(name: str, schema: dict[str, Any]) -> Any:
     """An option as a query parameter: read as a string, a boolean or an integer, checked by
-    fetch.targets."""
+    fetch.targets; its schema made when the document is (``max_chars`` follows the settings)."""
     kind = {"boolean": bool, "integer": int}.get(schema["type"], str)
-    return (Annotated[kind | None, WithJsonSchema(schema)], None)
+    return (Annotated[kind | None, SchemaFrom(lambda: option_schemas()[name])], None)
 
 
 # The options are the query's fields, one per option of fetch.options, after the URL.
@@ -176,12 +177,20 @@ _FetchQueryFields: type[Schema] = create_model(
     "FetchQuery",
     __base__=Schema,
     url=(Annotated[str, WithJsonSchema(url_schema())], ...),
-    **{name: _query_parameter(schema) for name, schema in option_schemas().items()},
+    **{name: _query_parameter(name, schema) for name, schema in option_schemas().items()},
 )
 
 
 class FetchQuery(_FetchQueryFields):  # type: ignore[misc,valid-type]
     """``GET /v1/fetch``: the target's URL and options as query parameters."""
+
+
+class SpanOut(Schema):
+    """Where a grep match or a question passage lies in the whole text (offsets in characters)."""
+
+    start: int
+    end: int
+    page: int | None = Field(None, description="The PDF page it starts on.")
 
 
 class FetchEnvelope(Schema):
@@ -215,3 +224,21 @@ class FetchEnvelope(Schema):
     pages: list[int] | None = None
     matches: int | None = None
     passages: list[dict[str, Any]] | None = None
+    total_chars: int = Field(
+        ..., description="The length of the whole answer; content is the slice of it that starts here."
+    )
+    content_sha256: str = Field(
+        ...,
+        description="The SHA-256 of the document's whole text in this mode, before grep, question "
+        "and slicing: its version, which offsets and cursors refer to.",
+    )
+    next_cursor: str | None = PydanticField(
+        None,
+        exclude_if=lambda cursor: cursor is None,
+        description="Send it as cursor to read the next slice; absent on the last slice.",
+    )
+    spans: list[SpanOut] | None = Field(
+        None,
+        description="With grep or question: each match and kept passage this slice shows, in order, "
+        "as character offsets into the whole text (fetch with offset and version to read from one).",
+    )

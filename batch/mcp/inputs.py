@@ -40,10 +40,14 @@ def fetch_description() -> str:
         "JSON, only the lines matching grep, or only the passages answering a question. The "
         "first text block is the metadata (final URL, title, upstream status, cache: where it "
         "came from, miss, hit, revalidated or stale, and its age in seconds; ask max_age for a "
-        "fresher copy); the second is the content. A refusal (blocked address, "
-        "site error, timeout, too long) is an error result with a code and a hint saying what "
-        f"to do next. At most {settings.SIFT_FETCH_PER_CALLER} of your fetches run at once here; "
-        "one more answers busy. For many URLs at once use batch_submit."
+        "fresher copy); the second is the content. A long document comes in "
+        "slices of at most max_chars characters: send next_cursor back as cursor for the next "
+        "one. With grep or question, spans give each match's offsets into the whole text, whose "
+        "version is content_sha256: fetch with offset and version to read from one. A refusal "
+        "(blocked address, site error, timeout, document_changed) is an error result with a code "
+        "and a hint saying what to do next. At most "
+        f"{settings.SIFT_FETCH_PER_CALLER} of your fetches run at once here; one more answers busy. "
+        "For many URLs at once use batch_submit."
     )
 
 
