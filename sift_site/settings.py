@@ -172,6 +172,11 @@ SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
 # SIFT_WEBHOOK_RETRY_FOR has passed since the job finished; a last try comes at that mark.
 SIFT_WEBHOOK_RETRY_WAIT = env_duration("SIFT_WEBHOOK_RETRY_WAIT", "5s")
 SIFT_WEBHOOK_RETRY_FOR = env_duration("SIFT_WEBHOOK_RETRY_FOR", "1h")
+# Attempts in flight at once, deployment-wide: in all, per caller and per receiving host, so
+# that a caller or host whose receivers never answer holds a few senders and not all of them.
+SIFT_WEBHOOK_SENDING = env_int("SIFT_WEBHOOK_SENDING", 8, minimum=1)
+SIFT_WEBHOOK_PER_CALLER = env_int("SIFT_WEBHOOK_PER_CALLER", 2, minimum=1)
+SIFT_WEBHOOK_PER_HOST = env_int("SIFT_WEBHOOK_PER_HOST", 4, minimum=1)
 
 # --- sift: fetch pipeline (docs/fetch-pipeline.md) ---------------------------------------------
 
