@@ -175,27 +175,26 @@ def claim_due(now: datetime | None = None) -> Claimed | None:
     """Take the fairest due delivery for one attempt, or ``None`` when nothing is due that a
     free share of the senders allows."""
     now = now or timezone.now()
-    with transaction.atomic():
-        _lock_claims()
-        due = fairest_due(now)
-        if due is None:
-            return None
-        claimed_until = now + ATTEMPT_LEASE
-        # Conditional: a late record() of an expired claim may have moved due_at since the read.
-        claimed = WebhookDelivery.objects.filter(pk=due.pk, due_at=due.due_at).update(
-            due_at=claimed_until, sending_until=claimed_until
-        )
-    if not claimed:
-        return None
-    return Claimed(
-        job_id=due.job_id,
-        url=due.job.callback_url,
-        body=due.body,
-        secret=due.job.caller.webhook_secret,
-        created_at=due.created_at,
-        attempts=due.attempts,
-        claimed_until=claimed_until,
-    )
+    claimed_until = now + ATTEMPT_LEASE
+    while True:
+        with transaction.atomic():
+            _lock_claims()
+            due = fairest_due(now)
+            if due is None:
+                return None
+            # Conditional: a late record() of an expired claim may have moved due_at since the read.
+            if WebhookDelivery.objects.filter(pk=due.pk, due_at=due.due_at).update(
+                due_at=claimed_until, sending_until=claimed_until
+            ):
+                return Claimed(
+                    job_id=due.job_id,
+                    url=due.job.callback_url,
+                    body=due.body,
+                    secret=due.job.caller.webhook_secret,
+                    created_at=due.created_at,
+                    attempts=due.attempts,
+                    claimed_until=claimed_until,
+                )
 
 
 def fairest_due(now: datetime) -> WebhookDelivery | None:
@@ -217,7 +216,7 @@ def fairest_due(now: datetime) -> WebhookDelivery | None:
             host_sending__lt=settings.SIFT_WEBHOOK_PER_HOST,
         )
         .select_related("job__caller")
-        .order_by("caller_sending", "host_sending", "due_at")
+        .order_by("caller_sending", "host_sending", "due_at", "pk")
         .first()
     )
 
