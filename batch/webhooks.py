@@ -304,11 +304,11 @@ def wake() -> None:
     _wake.set()
 
 
-def seconds_until_due(after: datetime | None = None) -> float:
+def seconds_until_due(after: datetime) -> float:
     """How long the delivery thread may sleep: until the next attempt falling due after
     ``after``, at most a poll. ``after`` is when the round that claimed all it could began: what
-    was due then and is still unclaimed waits for a share, which a sender coming free wakes."""
-    after = after or timezone.now()
+    was due then and is still unclaimed waits for a share, which a sender coming free wakes;
+    what fell due since is claimed by the next round, at once."""
     next_due = (
         WebhookDelivery.objects.filter(due_at__gt=after)
         .order_by("due_at")

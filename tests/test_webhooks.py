@@ -61,10 +61,11 @@ def _deliver_until(condition: Callable[[], bool], timeout: float = 30) -> None:
     send = webhooks.load_sender()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        began = timezone.now()
         webhooks.deliver_due(send)
         if condition():
             return
-        time.sleep(max(webhooks.seconds_until_due(), 0.01))
+        time.sleep(max(webhooks.seconds_until_due(began), 0.01))
     raise AssertionError(f"timed out after {timeout}s delivering webhooks")
 
 
