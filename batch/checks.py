@@ -118,6 +118,26 @@ def waits_per_caller_within_the_total(app_configs: Any = None, **kwargs: Any) ->
 
 
 @register(Tags.security)
+def webhook_shares_leave_senders_for_others(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A share as large as all the senders lets one caller, or one dead host, hold every one."""
+    sending = settings.SIFT_WEBHOOK_SENDING
+    shares = {"SIFT_WEBHOOK_PER_CALLER": settings.SIFT_WEBHOOK_PER_CALLER}
+    shares["SIFT_WEBHOOK_PER_HOST"] = settings.SIFT_WEBHOOK_PER_HOST
+    too_large = [f"{name} ({value})" for name, value in shares.items() if value >= sending]
+    if not too_large:
+        return []
+    return [
+        Warning(
+            f"{' and '.join(too_large)} not below SIFT_WEBHOOK_SENDING ({sending}): receivers that "
+            "never answer can hold every webhook sender",
+            hint="Keep SIFT_WEBHOOK_PER_CALLER and SIFT_WEBHOOK_PER_HOST below SIFT_WEBHOOK_SENDING "
+            "(defaults: 2, 4 and 8).",
+            id="sift.W006",
+        )
+    ]
+
+
+@register(Tags.security)
 def only_allowed_has_networks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     if not settings.SIFT_FETCH_ONLY_ALLOWED or settings.SIFT_FETCH_ALLOW_CIDRS:
         return []

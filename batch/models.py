@@ -24,6 +24,7 @@ __all__ = [
     "ClusterHeartbeat",
     "IdempotencyKey",
     "WebhookAttempt",
+    "WebhookClaimLock",
     "WebhookDelivery",
     "WorkerSlot",
 ]
@@ -306,8 +307,10 @@ class WebhookDelivery(models.Model):
     """The webhook of one finished job: its body, fixed at the finish, and when to try next.
 
     Made in the transaction that finishes the job. ``due_at`` is the next attempt; a delivery
-    thread claims it by moving ``due_at`` past the attempt's lease, and clears it when the
-    receiver answered 2xx or ``SIFT_WEBHOOK_RETRY_FOR`` ran out (docs/webhooks.md).
+    thread claims it by moving ``due_at`` and ``sending_until`` to the end of the attempt's
+    lease, and clears both when the receiver answered 2xx or ``SIFT_WEBHOOK_RETRY_FOR`` ran out
+    (docs/webhooks.md). An attempt in flight counts against its caller's and its ``host``'s
+    shares of the senders until ``sending_until``.
     """
 
     job = models.OneToOneField(BatchJob, primary_key=True, on_delete=models.CASCADE, related_name="webhook")
@@ -317,11 +320,17 @@ class WebhookDelivery(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     delivered_at = models.DateTimeField(null=True, blank=True)
     gave_up_at = models.DateTimeField(null=True, blank=True)
+    # The callback URL's host name, lower case: receivers on one host share its senders.
+    host = models.CharField(max_length=255, blank=True, default="")
+    sending_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "webhook delivery"
         verbose_name_plural = "webhook deliveries"
-        indexes = [models.Index(fields=["due_at"], name="webhook_due")]
+        indexes = [
+            models.Index(fields=["due_at"], name="webhook_due"),
+            models.Index(fields=["sending_until"], name="webhook_sending"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(due_at__isnull=False, delivered_at__isnull=True, gave_up_at__isnull=True)
@@ -333,6 +342,19 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"webhook of {self.job_id}"
+
+
+class WebhookClaimLock(models.Model):
+    """The one row every webhook claim locks, so that the attempts in flight it counts, in all,
+    per caller and per host, are never stale (docs/webhooks.md). Made on first use."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="webhookclaimlock_single_row")]
+
+    def __str__(self) -> str:
+        return "webhook claim lock"
 
 
 class WebhookAttempt(models.Model):

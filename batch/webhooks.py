@@ -3,9 +3,16 @@
 ``job_finished`` runs inside the transaction that finishes a job (the last target stored, a
 cancel): it fixes the body the receiver gets and makes the delivery due. A thread in every
 cluster worker process (``start_delivery``, at django-q2's ``post_spawn``, like the heartbeat)
-sends due deliveries: never as a cluster task and never in a worker slot, so a slow receiver
-cannot hold up any target. It is woken at once when a job finishes in its own process, and
-polls every second for the rest (a cancel in the web process).
+claims due deliveries and hands each to one of the process's sender threads: never as a
+cluster task and never in a worker slot, so a slow receiver cannot hold up any target. It is
+woken at once when a job finishes in its own process or a sender comes free, and polls every
+second for the rest (a cancel in the web process, a sender of another process).
+
+Senders are shared deployment-wide: at most ``SIFT_WEBHOOK_SENDING`` attempts in flight in all,
+``SIFT_WEBHOOK_PER_CALLER`` per caller and ``SIFT_WEBHOOK_PER_HOST`` per receiving host, and
+the next claim goes to the delivery whose caller, then host, has the fewest in flight, oldest due
+first. Claims are counted and taken under one row lock, so the counts are never stale; a caller
+whose receivers never answer holds its share and no more (docs/webhooks.md).
 
 Like the worker, this module never imports the fetch pipeline: the POST is
 ``batch.adapter.post_webhook``, loaded by name, which goes through the same guarded client as
@@ -21,19 +28,24 @@ import logging
 import math
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, connection, transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from standardwebhooks import Webhook
 
-from batch.models import ApiKey, BatchJob, WebhookAttempt, WebhookDelivery
+from batch.models import ApiKey, BatchJob, WebhookAttempt, WebhookClaimLock, WebhookDelivery
 from batch.summaries import job_summary
+from fetch.hostnames import canonical_host
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +93,23 @@ def job_finished(job_id: str, now: datetime | None = None) -> bool:
         return False
     now = now or timezone.now()
     _, created = WebhookDelivery.objects.get_or_create(
-        job=job, defaults={"body": body_of(payload(job, now)), "created_at": now, "due_at": now}
+        job=job,
+        defaults={
+            "body": body_of(payload(job, now)),
+            "created_at": now,
+            "due_at": now,
+            "host": host_of(job.callback_url),
+        },
     )
     if created:
         transaction.on_commit(wake)
     return created
+
+
+def host_of(url: str) -> str:
+    """The receiving host whose share of the senders an attempt takes: its canonical name, any
+    port, so that respelling a host gets no share of its own."""
+    return canonical_host(urlsplit(url).hostname or "")
 
 
 def payload(job: BatchJob, now: datetime) -> dict[str, Any]:
@@ -150,29 +174,69 @@ def deliver_due(send: Sender, now: datetime | None = None) -> int:
 
 
 def claim_due(now: datetime | None = None) -> Claimed | None:
-    """Take the most overdue delivery for one attempt, or ``None`` when nothing is due."""
+    """Take the fairest due delivery for one attempt, or ``None`` when nothing is due that a
+    free share of the senders allows."""
     now = now or timezone.now()
+    claimed_until = now + ATTEMPT_LEASE
     while True:
-        due = (
-            WebhookDelivery.objects.filter(due_at__lte=now)
-            .select_related("job__caller")
-            .order_by("due_at")
-            .first()
+        with transaction.atomic():
+            _lock_claims()
+            due = fairest_due(now)
+            if due is None:
+                return None
+            # Conditional: a late record() of an expired claim may have moved due_at since the read.
+            if WebhookDelivery.objects.filter(pk=due.pk, due_at=due.due_at).update(
+                due_at=claimed_until, sending_until=claimed_until
+            ):
+                return Claimed(
+                    job_id=due.job_id,
+                    url=due.job.callback_url,
+                    body=due.body,
+                    secret=due.job.caller.webhook_secret,
+                    created_at=due.created_at,
+                    attempts=due.attempts,
+                    claimed_until=claimed_until,
+                )
+
+
+def fairest_due(now: datetime) -> WebhookDelivery | None:
+    """The due delivery to attempt next, within every share of the senders; ``None`` if none.
+
+    Shares are counted over attempts in flight (claimed, lease not run out) deployment-wide. Of
+    the deliveries whose caller and host are under their shares, the one whose caller has the
+    fewest in flight goes first, then whose host has, then the oldest due.
+    """
+    if WebhookDelivery.objects.filter(sending_until__gt=now).count() >= settings.SIFT_WEBHOOK_SENDING:
+        return None
+    return (
+        WebhookDelivery.objects.filter(due_at__lte=now)
+        .annotate(
+            caller_sending=_in_flight_alike("job__caller_id", now), host_sending=_in_flight_alike("host", now)
         )
-        if due is None:
-            return None
-        claimed_until = now + ATTEMPT_LEASE
-        # Conditional: another thread that took it first moved due_at, and this matches nothing.
-        if WebhookDelivery.objects.filter(pk=due.pk, due_at=due.due_at).update(due_at=claimed_until):
-            return Claimed(
-                job_id=due.job_id,
-                url=due.job.callback_url,
-                body=due.body,
-                secret=due.job.caller.webhook_secret,
-                created_at=due.created_at,
-                attempts=due.attempts,
-                claimed_until=claimed_until,
-            )
+        .filter(
+            caller_sending__lt=settings.SIFT_WEBHOOK_PER_CALLER,
+            host_sending__lt=settings.SIFT_WEBHOOK_PER_HOST,
+        )
+        .select_related("job__caller")
+        .order_by("caller_sending", "host_sending", "due_at", "pk")
+        .first()
+    )
+
+
+def _in_flight_alike(field: str, now: datetime) -> Coalesce:
+    """How many attempts are in flight with the same ``field`` (caller or host) as the row's."""
+    alike = WebhookDelivery.objects.filter(sending_until__gt=now, **{field: OuterRef(field)})
+    counted = alike.order_by().values(field).annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted), 0)
+
+
+def _lock_claims() -> None:
+    """Serialise claims deployment-wide, so that no two take the last place in one share. On
+    SQLite the transaction (``IMMEDIATE``, settings) already holds the one write lock."""
+    lock = WebhookClaimLock.objects.select_for_update().filter(pk=1).values_list("pk")
+    if lock.first() is None:
+        WebhookClaimLock.objects.bulk_create([WebhookClaimLock(pk=1)], ignore_conflicts=True)
+        lock.get()
 
 
 def attempt(claimed: Claimed, send: Sender) -> Answer:
@@ -198,6 +262,7 @@ def record(claimed: Claimed, answer: Answer, at: datetime) -> bool:
         ours = WebhookDelivery.objects.filter(pk=claimed.job_id, due_at=claimed.claimed_until).update(
             attempts=number,
             due_at=next_due,
+            sending_until=None,
             delivered_at=ended if answer.delivered else None,
             gave_up_at=ended if not answer.delivered and next_due is None else None,
         )
@@ -237,32 +302,72 @@ _wake = threading.Event()
 
 
 def wake() -> None:
-    """A job finished in this process: its delivery thread (if any) looks at once."""
+    """A job finished or a sender came free in this process: its delivery thread looks at once."""
     _wake.set()
 
 
-def seconds_until_due(now: datetime | None = None) -> float:
-    """How long the delivery thread may sleep: until the next due attempt, at most a poll."""
-    now = now or timezone.now()
+def seconds_until_due(after: datetime) -> float:
+    """How long the delivery thread may sleep: until the next attempt falling due after
+    ``after``, at most a poll. ``after`` is when the round that claimed all it could began: what
+    was due then and is still unclaimed waits for a share, which a sender coming free wakes;
+    what fell due since is claimed by the next round, at once."""
     next_due = (
-        WebhookDelivery.objects.filter(due_at__isnull=False)
+        WebhookDelivery.objects.filter(due_at__gt=after)
         .order_by("due_at")
         .values_list("due_at", flat=True)
         .first()
     )
     if next_due is None:
         return POLL_SECONDS
-    return min(max((next_due - now).total_seconds(), 0.0), POLL_SECONDS)
+    return min(max((next_due - timezone.now()).total_seconds(), 0.0), POLL_SECONDS)
+
+
+class Senders:
+    """This process's sender threads: each makes one claimed attempt at a time, in parallel."""
+
+    def __init__(self, count: int, send: Sender) -> None:
+        self._free = threading.BoundedSemaphore(count)
+        self._pool = ThreadPoolExecutor(count, thread_name_prefix="sift-webhook")
+        self._send = send
+
+    def start_due(self) -> int:
+        """Hand due attempts to free senders while there are both; return how many were handed."""
+        started = 0
+        while self._free.acquire(blocking=False):
+            try:
+                claimed = claim_due()
+            except BaseException:
+                self._free.release()
+                raise
+            if claimed is None:
+                self._free.release()
+                break
+            self._pool.submit(self._attempt, claimed)
+            started += 1
+        return started
+
+    def _attempt(self, claimed: Claimed) -> None:
+        try:
+            attempt(claimed, self._send)
+        except DatabaseError:
+            # Not recorded: the claim's lease runs out and the attempt is made again.
+            log.warning("job %s webhook: database unavailable", claimed.job_id, exc_info=True)
+        finally:
+            # Senders sit idle between attempts: they keep no connection open meanwhile.
+            connection.close()
+            self._free.release()
+            wake()
 
 
 def _deliver_forever() -> None:
-    send = load_sender()
+    senders = Senders(settings.SIFT_WEBHOOK_SENDING, load_sender())
     while True:
-        _wake.clear()  # before looking: a job finishing while we deliver wakes the next round
+        _wake.clear()  # before looking: a finish or a free sender meanwhile wakes the next round
+        began = timezone.now()
         try:
             connection.close_if_unusable_or_obsolete()
-            deliver_due(send)
-            pause = seconds_until_due()
+            senders.start_due()
+            pause = seconds_until_due(began)
         except DatabaseError:
             log.warning("webhooks: database unavailable; trying again", exc_info=True)
             connection.close()

@@ -8,7 +8,8 @@ moves to at least that end plus the interval: the interval separates the end of 
 from the start of the next, as well as their starts.
 
 Turns are kept per host as the network sees it, whatever the spelling: ``canonical_host`` maps
-full-width letters, a trailing dot and the short forms of an IPv4 address to one name, so a
+full-width letters, a trailing dot and the short forms of an IPv4 address to one name
+(``fetch/hostnames.py``), so a
 caller cannot get turns of its own by spelling a host differently. They are not kept per
 resolved address: many sites share one CDN address.
 
@@ -20,22 +21,19 @@ of the fetch deadline, or answers busy; a batch target never waits holding a wor
 
 from __future__ import annotations
 
-import contextlib
-import ipaddress
 import math
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-import idna
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from fetch.errors import FetchError
+from fetch.hostnames import canonical_host
 from fetch.models import HostTurn
 from fetch.outcomes import Outcome
 
@@ -63,30 +61,6 @@ class HostNotDue(FetchError):
 def host_of(url: str) -> str:
     """What turns are kept for: the canonical host, whatever the scheme and port."""
     return canonical_host(urlsplit(url).hostname or "")
-
-
-def canonical_host(hostname: str) -> str:
-    """``hostname`` as one name per host: mapped by IDNA (UTS #46) and lower-cased, without the
-    root's trailing dot; an IP address in its canonical form.
-
-    ``127.1``, ``0x7f.0.0.1`` and ``2130706433`` are all ``127.0.0.1``, as the resolver reads
-    them; ``[::FFFF:7f00:1]`` is ``::ffff:7f00:1``. A name IDNA refuses is only lower-cased (the
-    guard refuses it anyway).
-    """
-    host = hostname.strip("[]").lower()
-    if not host.isascii():
-        with contextlib.suppress(idna.IDNAError):
-            host = idna.encode(host, uts46=True).decode("ascii")
-    host = host.removesuffix(".")
-    if ":" in host:
-        try:
-            return str(ipaddress.IPv6Address(host))
-        except ValueError:
-            return host
-    try:
-        return socket.inet_ntoa(socket.inet_aton(host))
-    except OSError:  # not an IPv4 address in any of the forms the resolver accepts
-        return host
 
 
 def interval() -> float:

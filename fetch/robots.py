@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from protego import Protego
 
-from fetch import cache, client, guard, hosts
+from fetch import cache, client, guard, hostnames
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
 
@@ -40,7 +40,7 @@ def robots_url(url: str) -> str:
     site (the canonical host, no default port), so every spelling of a site shares one copy."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    host = hosts.canonical_host(parts.hostname or "")
+    host = hostnames.canonical_host(parts.hostname or "")
     netloc = f"[{host}]" if ":" in host else host
     if parts.port is not None and parts.port != guard.DEFAULT_PORTS.get(scheme):
         netloc += f":{parts.port}"

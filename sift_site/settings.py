@@ -182,6 +182,11 @@ SIFT_WEBHOOK_RETRY_FOR = env_duration("SIFT_WEBHOOK_RETRY_FOR", "1h")
 # A submit's callback_url is checked by the fetch guard, which looks its host up: a lookup that has
 # not answered within this is a 400 naming the field, and the request thread goes free.
 SIFT_WEBHOOK_RESOLVE_TIMEOUT = env_duration("SIFT_WEBHOOK_RESOLVE_TIMEOUT", "2s")
+# Attempts in flight at once, deployment-wide: in all, per caller and per receiving host, so
+# that a caller or host whose receivers never answer holds a few senders and not all of them.
+SIFT_WEBHOOK_SENDING = env_int("SIFT_WEBHOOK_SENDING", 8, minimum=1)
+SIFT_WEBHOOK_PER_CALLER = env_int("SIFT_WEBHOOK_PER_CALLER", 2, minimum=1)
+SIFT_WEBHOOK_PER_HOST = env_int("SIFT_WEBHOOK_PER_HOST", 4, minimum=1)
 
 # --- sift: fetch pipeline (docs/fetch-pipeline.md) ---------------------------------------------
 

@@ -52,6 +52,8 @@ def test_the_default_settings_break_no_rule(sound):
         ({"SIFT_FETCH_ONLY_ALLOWED": True, "SIFT_FETCH_ALLOW_CIDRS": ()}, "sift.W002"),
         ({"SIFT_FETCH_CONNECT_TIMEOUT": 60.0}, "sift.W003"),
         ({"SIFT_BATCH_RETRY_WAIT": 900.0}, "sift.W004"),
+        ({"SIFT_WEBHOOK_PER_CALLER": 8}, "sift.W006"),
+        ({"SIFT_WEBHOOK_SENDING": 4}, "sift.W006"),
     ],
 )
 def test_a_broken_rule_is_reported_with_its_id_and_a_hint(sound, changes, check_id):

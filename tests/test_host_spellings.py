@@ -12,7 +12,8 @@ import itertools
 
 import pytest
 
-from fetch import hosts, robots
+from batch import webhooks
+from fetch import hostnames, robots
 from fetch.models import CachedDocument
 
 from .factories import LOOPBACK
@@ -50,7 +51,7 @@ def open_loopback(settings):
     ],
 )
 def test_every_spelling_of_a_host_has_one_canonical_name(spelled, canonical):
-    assert hosts.canonical_host(spelled) == canonical
+    assert hostnames.canonical_host(spelled) == canonical
 
 
 def test_the_host_interval_spaces_every_spelling_of_one_host(agent, open_loopback, settings):
@@ -99,3 +100,10 @@ def test_every_spelling_of_a_site_reads_one_robots_txt(agent, open_loopback):
 )
 def test_robots_txt_is_asked_for_at_one_spelling_of_the_site(url, governed_by):
     assert robots.robots_url(url) == governed_by
+
+
+@pytest.mark.parametrize(
+    "callback_url", ["http://127.1:9000/hook", "http://0x7f.0.0.1./hook", "http://127.0.0.1/hook"]
+)
+def test_a_webhooks_receiving_host_is_its_canonical_name(callback_url):
+    assert webhooks.host_of(callback_url) == "127.0.0.1"

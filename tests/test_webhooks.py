@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -17,8 +18,10 @@ import lxml.html
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.core.management import call_command
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from batch import webhooks, worker
@@ -58,10 +61,11 @@ def _deliver_until(condition: Callable[[], bool], timeout: float = 30) -> None:
     send = webhooks.load_sender()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        began = timezone.now()
         webhooks.deliver_due(send)
         if condition():
             return
-        time.sleep(max(webhooks.seconds_until_due(), 0.01))
+        time.sleep(max(webhooks.seconds_until_due(began), 0.01))
     raise AssertionError(f"timed out after {timeout}s delivering webhooks")
 
 
@@ -329,6 +333,96 @@ def test_two_delivery_threads_never_claim_one_attempt(agent):
     assert webhooks.claim_due() is None
     # Its lease ran out (the thread died): another thread may try again.
     assert webhooks.claim_due(first.claimed_until + timedelta(seconds=1)) is not None
+
+
+# --- sharing the senders (tests/test_webhooks_cluster.py sends through them for real) --------
+
+
+def _finished_jobs(client: ApiClient, count: int, host: str = "127.0.0.1") -> set[str]:
+    """``count`` jobs finished by a cancel, their webhooks due now, posting to ``host``."""
+    ids = set()
+    for n in range(count):
+        job = _submit(client, f"http://{host}:8080/hook", f"n={n}")
+        assert client.delete(f"/v1/batch/{job['id']}").status_code == 200
+        ids.add(job["id"])
+    return ids
+
+
+def _claims(count: int) -> list[str | None]:
+    """The job ids of ``count`` claims in a row, none finished meanwhile; ``None`` for none."""
+    return [claimed.job_id if (claimed := webhooks.claim_due()) else None for _ in range(count)]
+
+
+def test_a_caller_with_its_share_in_flight_waits_and_the_one_with_fewest_in_flight_goes_first(
+    make_caller: MakeCaller, settings
+):
+    settings.SIFT_WEBHOOK_PER_CALLER = 2
+    _, stalling = make_caller("stalling")
+    _, other = make_caller("other")
+    stalled = _finished_jobs(stalling, 5)  # due first
+    (later,) = _finished_jobs(other, 1)
+    first, second, third, none = _claims(4)
+    assert (first in stalled, second, third in stalled, none) == (True, later, True, None)
+
+
+def test_a_receiving_host_with_its_share_in_flight_waits_whoever_the_caller(
+    make_caller: MakeCaller, settings
+):
+    settings.SIFT_WEBHOOK_PER_CALLER = 5
+    settings.SIFT_WEBHOOK_PER_HOST = 2
+    _, one = make_caller("one")
+    _, two = make_caller("two")
+    _, elsewhere = make_caller("elsewhere")
+    down = _finished_jobs(one, 3) | _finished_jobs(two, 3)
+    (up,) = _finished_jobs(elsewhere, 1, host="127.0.0.2")
+    first, second, third, none = _claims(4)
+    assert (first in down, second, third in down, none) == (True, up, True, None)
+
+
+def test_no_more_attempts_are_in_flight_than_sending_in_all(make_caller: MakeCaller, settings):
+    settings.SIFT_WEBHOOK_SENDING = 3
+    for n in range(4):
+        _finished_jobs(make_caller(f"caller{n}")[1], 1, host=f"127.0.0.{n + 1}")
+    assert [claimed is not None for claimed in _claims(4)] == [True, True, True, False]
+    assert WebhookDelivery.objects.filter(sending_until__isnull=False).count() == 3
+
+
+def test_a_finished_attempt_gives_its_share_back(agent, settings):
+    settings.SIFT_WEBHOOK_PER_CALLER = 1
+    settings.SIFT_WEBHOOK_RETRY_FOR = 0
+    _, client = agent
+    _finished_jobs(client, 2)
+    claimed = webhooks.claim_due()
+    assert claimed is not None
+    assert webhooks.claim_due() is None
+    webhooks.record(claimed, webhooks.Answer(status=503), timezone.now())
+    assert webhooks.claim_due() is not None
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("round_", range(3))
+def test_claims_at_once_from_many_threads_take_exactly_the_callers_share(agent, settings, round_):
+    settings.SIFT_WEBHOOK_PER_CALLER = 2
+    _, client = agent
+    _finished_jobs(client, 10)
+    barrier = threading.Barrier(16)
+    claimed: list[str] = []
+
+    def claim() -> None:
+        try:
+            barrier.wait()
+            if (got := webhooks.claim_due()) is not None:
+                claimed.append(got.job_id)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(claimed) == len(set(claimed)) == 2
+    assert WebhookDelivery.objects.filter(sending_until__isnull=False).count() == 2
 
 
 # --- the secret ------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Webhooks sent by a real cluster (``manage.py run_cluster``) to a receiver on loopback
-(docs/webhooks.md): once per finished job, signed, retried with backoff, and on a cancel."""
+(docs/webhooks.md): once per finished job, signed, retried with backoff, on a cancel, and shared
+fairly between callers and receiving hosts when some receivers never answer."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -12,29 +14,43 @@ from standardwebhooks import Webhook
 from batch.models import ApiKey, BatchJob
 
 from .deployment import Deployment, wait_for
-from .factories import LOOPBACK, SCRIPTED_BASE, ApiClient
-from .receiver import receiver
+from .factories import LOOPBACK, SCRIPTED_BASE, ApiClient, MakeCaller
+from .receiver import receiver, silent_receiver
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.cluster]
 
+CLUSTER_ENV = {
+    "SIFT_BATCH_CLAIM_LEASE": "4s",
+    "SIFT_BATCH_DRAIN_SECONDS": "20s",
+    "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.0/8",
+    "SIFT_WEBHOOK_RETRY_WAIT": "0.2s",
+}
+# Generous beside the 10 s a receiver that never answers holds each attempt.
+SOON_AFTER_FINISH = 5.0
+
 
 @pytest.fixture
-def cluster(tmp_path, monkeypatch, settings):
+def start_cluster(tmp_path, monkeypatch, settings) -> Iterator[Callable[..., Deployment]]:
+    """``start_cluster(SIFT_X="...")``: a cluster on the test database with these settings too."""
     monkeypatch.setenv("SIFT_TEST_FETCH_DIR", str(tmp_path))
     settings.SIFT_BATCH_JOBS_PER_CALLER = 10
     settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
-    deployment = Deployment(
-        tmp_path,
-        {
-            "SIFT_BATCH_CLAIM_LEASE": "4s",
-            "SIFT_BATCH_DRAIN_SECONDS": "20s",
-            "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.1/32",
-            "SIFT_WEBHOOK_RETRY_WAIT": "0.2s",
-        },
-    )
-    deployment.start_cluster()
-    yield deployment
-    deployment.stop_all()
+    started: list[Deployment] = []
+
+    def start(**env: str) -> Deployment:
+        deployment = Deployment(tmp_path, {**CLUSTER_ENV, **env})
+        started.append(deployment)
+        deployment.start_cluster()
+        return deployment
+
+    yield start
+    for deployment in started:
+        deployment.stop_all()
+
+
+@pytest.fixture
+def cluster(start_cluster: Callable[..., Deployment]) -> Deployment:
+    return start_cluster()
 
 
 def _submit(client: ApiClient, callback_url: str, *queries: str) -> str:
@@ -86,3 +102,55 @@ def test_cancelling_a_running_job_over_the_api_sends_its_webhook(cluster: Deploy
     assert len(posts) == 1
     data = _event(api_key, posts[0])["data"]
     assert (data["id"], data["status"]) == (job_id, "cancelled")
+
+
+# --- sharing the senders (docs/webhooks.md, "Sharing the senders") ---------------------------
+
+
+def _finished_jobs_posting_to(client: ApiClient, callback_url: str, count: int) -> None:
+    """``count`` jobs finished at once by a cancel: each one's webhook is due now."""
+    for n in range(count):
+        job_id = _submit(client, callback_url, f"n={n}")
+        client.delete(f"/v1/batch/{job_id}")
+
+
+def _seconds_from_finish_to_webhook(job_id: str, post: Any) -> float:
+    finished_at = BatchJob.objects.get(pk=job_id).finished_at
+    assert finished_at is not None
+    return float(post.wall - finished_at.timestamp())
+
+
+def test_a_key_whose_receiver_never_answers_holds_two_senders_and_delays_no_other_callers_webhook(
+    start_cluster: Callable[..., Deployment], make_caller: MakeCaller
+):
+    start_cluster()
+    _, stalling = make_caller("stalling")
+    _, other = make_caller("other")
+    with silent_receiver() as dead, receiver() as hook:
+        _finished_jobs_posting_to(stalling, dead.url, 10)
+        wait_for(lambda: dead.open, 30, "the stalling key's first attempts")
+        job_id = _submit(other, hook.url, "b=1")
+        post = wait_for(hook.posts, 30, "the other caller's webhook")[0]
+        # Watch the stalling key through a turnover: its first attempts time out, the next begin.
+        wait_for(lambda: dead.seen >= 4, 60, "the stalling key's next attempts")
+    assert _seconds_from_finish_to_webhook(job_id, post) < SOON_AFTER_FINISH
+    assert dead.most_open == 2  # SIFT_WEBHOOK_PER_CALLER, never more
+
+
+def test_a_receiving_host_that_never_answers_holds_its_share_of_senders_and_no_more(
+    start_cluster: Callable[..., Deployment], make_caller: MakeCaller
+):
+    # Two keys posting to one dead host would fill all three senders but for the host's share.
+    start_cluster(SIFT_WEBHOOK_SENDING="3", SIFT_WEBHOOK_PER_HOST="2")
+    _, first = make_caller("first")
+    _, second = make_caller("second")
+    _, other = make_caller("other")
+    with silent_receiver() as dead, receiver(host="127.0.0.2") as hook:
+        _finished_jobs_posting_to(first, dead.url, 3)
+        _finished_jobs_posting_to(second, dead.url, 3)
+        wait_for(lambda: dead.open, 30, "the dead host's first attempts")
+        job_id = _submit(other, hook.url, "b=1")
+        post = wait_for(hook.posts, 30, "the other host's webhook")[0]
+        wait_for(lambda: dead.seen >= 4, 60, "the dead host's next attempts")
+    assert _seconds_from_finish_to_webhook(job_id, post) < SOON_AFTER_FINISH
+    assert dead.most_open == 2  # SIFT_WEBHOOK_PER_HOST, never more
