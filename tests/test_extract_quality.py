@@ -35,8 +35,8 @@ POSTS = [
 
 def labelled(name: str) -> tuple[str, str]:
     """A page of bench/pages, decoded, and its expected text."""
-    page = next(page for page in non_article_pages() if page[0] == name)
-    return page[1].decode(), page[3]
+    page = next(page for page in non_article_pages() if page.name == name)
+    return page.body.decode(), page.truth
 
 
 def test_sift_is_not_worse_than_trafilatura_on_the_labelled_non_article_pages() -> None:
@@ -46,12 +46,15 @@ def test_sift_is_not_worse_than_trafilatura_on_the_labelled_non_article_pages() 
     sift_f1 = mean(
         [
             score(
-                extract(body, declared_type="text/html", charset=None, url=url, options=text).content, truth
+                extract(
+                    page.body, declared_type="text/html", charset=None, url=page.url, options=text
+                ).content,
+                page.truth,
             ).f1
-            for _, body, url, truth in pages
+            for page in pages
         ]
     )
-    trafilatura_f1 = mean([score(trafilatura_direct(body, url), truth).f1 for _, body, url, truth in pages])
+    trafilatura_f1 = mean([score(trafilatura_direct(page.body, page.url), page.truth).f1 for page in pages])
 
     assert sift_f1 >= trafilatura_f1, (sift_f1, trafilatura_f1)
 
