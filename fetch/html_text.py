@@ -1,12 +1,15 @@
 """The main content of an HTML page as Markdown or plain text, with its title, language and
 canonical URL.
 
-trafilatura finds the main content, favouring precision, and again favouring recall when the
-precise reading is short (the precise one wins unless it cut into the text). On a thread or a
-listing, where the extract is one of a run of sibling posts or items built alike, every
-sibling's body is the content. When trafilatura finds nothing, or only a scrap of a page that
-holds much more text (an index, a form, an app shell), the whole page is flattened instead, so
-the agent still gets the text it asked for. Text mode leaves the page's title to the metadata
+First the page's kind, from what it says of itself (schema.org types, ``og:type``): an
+article is read by trafilatura favouring precision, and again favouring recall when the precise
+reading is short (the precise one wins unless it cut into the text); any other page (a forum
+thread, a product, documentation, a listing, a page that says nothing) by trafilatura's balanced
+reading with its fallback extractors, a forum's comments (its replies) included. On an article
+or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
+body is the content. When trafilatura finds nothing, or only a scrap of a page that holds much
+more text (an index, a form, an app shell), the whole page is flattened instead, so the agent
+still gets the text it asked for. Text mode leaves the page's title to the metadata
 (docs/fetch-content.md).
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
