@@ -85,7 +85,8 @@ _KIND_TYPES = (
     ("article", frozenset({"Article", "NewsArticle", "BlogPosting", "ReportageNewsArticle",
                            "AnalysisNewsArticle", "OpinionNewsArticle", "Report", "LiveBlogPosting"})),
 )  # fmt: skip
-_LD_TYPE = re.compile(r'"@type"\s*:\s*(\[[^\]]*\]|"[^"]*")')
+# Bounded, so that a hostile script of many unclosed "@type" values costs linear time.
+_LD_TYPE = re.compile(r'"@type"\s*:\s*(\[[^\]]{0,300}\]|"[^"]{0,200}")')
 _QUOTED = re.compile(r'"([^"]+)"')
 # trafilatura is not thread-safe: two threads extracting at once in one process can corrupt the
 # heap and abort it ("double free or corruption"; adbar/trafilatura#840, #925). A sandbox child
