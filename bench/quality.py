@@ -1,32 +1,37 @@
-"""Word-F1 of sift's HTML extraction on articles and on pages that are not articles.
+"""Word-F1 of sift's HTML extraction per page type, beside trafilatura's, on three labelled sets.
 
-Two labelled sets, each page scored by the token F1 of ``bench.extract`` (bag of lower-cased
-``\\w+`` tokens, per page, then averaged):
+Each page is scored by the token F1 of ``bench.extract`` (bag of lower-cased ``\\w+`` tokens),
+then averaged per page type:
 
-- the article-extraction benchmark, read from the bench-data directory (``--data``; see
-  ``bench/data.py``);
+- the article-extraction benchmark (one type, article), from the bench-data directory
+  (``--data``; see ``bench/data.py``);
 - ``bench/pages/``: forum threads, Q&A pages, documentation, product pages, listings and other
-  non-article pages written for sift, with the real-world boilerplate around them (navigation,
-  cookie banners, sidebars, comment forms, footers); ``truth.json`` holds each page's main text.
-  The page title is not part of it: the envelope carries it (``title``).
+  pages written for sift, with the real-world boilerplate around them; ``truth.json`` holds each
+  page's main text (the title left to the envelope); a page's type is its name's first word;
+- ``wcxb-dev`` (bench-data): real pages of seven types (article, collection, documentation,
+  forum, listing, product, service), at most one a site. It is split in two fixed halves by a
+  hash of the page id: rules are tuned on ``tune`` and checked on ``check`` (docs/benchmarks.md).
 
-For each set it prints the mean F1 (and precision, recall) of sift text mode, sift markdown mode
-(both through ``fetch.extract.extract``, in the sandbox child as the service runs it) and
-trafilatura called directly with its defaults, and the CPU milliseconds per page each takes in
-one process: sift's ``html_text`` called in-process on the decoded page (what the child runs),
-trafilatura on the bytes, and their ratio. bench/extract.py measures the service's rates.
+Both extractors run in this one process, one page after the other: sift in text mode through
+``fetch.extract.extract`` (in the sandbox child, as the service runs it), and trafilatura called
+directly with its defaults. ``--cpu`` adds the CPU milliseconds per page of each in one process
+(sift's ``html_text`` on the decoded page, what the child runs, and trafilatura on the bytes).
+bench/extract.py measures the service's rates.
 
-    .venv/bin/python -m bench.quality [--data DIR] [--pages-only] [--worst N]
+    .venv/bin/python -m bench.quality [--data DIR] [--sets articles,pages,wcxb]
+        [--half tune|check] [--worst N] [--cpu]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
 import json
 import os
 import re
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,15 +41,26 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 import trafilatura
 
 from bench import data
-from bench.extract import load, sift
+from bench.extract import sift
 from fetch.html_text import html_text
 from fetch.sniff import clean_text, decode_text
 
 PAGES = Path(__file__).resolve().parent / "pages"
+SETS = ("articles", "pages", "wcxb")
+HALVES = ("tune", "check")
 _TOKEN = re.compile(r"\w+")
 
-# (name, html bytes, url, expected text)
-Page = tuple[str, bytes, str, str]
+Extractor = Callable[[bytes, str], str]
+
+
+@dataclass(frozen=True)
+class LabelledPage:
+    name: str
+    page_type: str
+    body: bytes
+    url: str
+    truth: str
+    half: str = ""  # wcxb-dev's "tune" or "check"
 
 
 @dataclass(frozen=True)
@@ -65,46 +81,57 @@ def score(predicted: str, truth: str) -> Score:
     return Score(precision, recall, 2 * precision * recall / (precision + recall))
 
 
-def non_article_pages(folder: Path = PAGES) -> list[Page]:
-    """The labelled non-article pages: ``<name>.html`` beside ``truth.json`` ({name: text})."""
+def half_of(page_id: str) -> str:
+    """The fixed half of wcxb-dev a page belongs to: the first byte of its id's SHA-256, even or odd."""
+    return HALVES[hashlib.sha256(page_id.encode()).digest()[0] % 2]
+
+
+def non_article_pages(folder: Path = PAGES) -> list[LabelledPage]:
+    """The labelled pages of ``bench/pages``: ``<name>.html`` beside ``truth.json`` ({name: text})."""
     truth: dict[str, str] = json.loads((folder / "truth.json").read_text(encoding="utf-8"))
     return [
-        (name, (folder / f"{name}.html").read_bytes(), f"https://pages.example/{name}", text)
+        LabelledPage(
+            name,
+            name.split("-")[0],
+            (folder / f"{name}.html").read_bytes(),
+            f"https://pages.example/{name}",
+            text,
+        )
         for name, text in sorted(truth.items())
     ]
 
 
-def article_pages(articles: Path) -> list[Page]:
-    return [(page.url, page.body, page.url, page.truth) for page in load(articles)]
+def benchmark_pages(folder: Path, *, halves: bool = False) -> list[LabelledPage]:
+    """The pages of a bench-data set: html/<id>.html.gz and ground-truth.json ({id: {"articleBody",
+    "url", "page_type"?}}); a page without a type is an article. ``halves`` marks each page's half."""
+    truth: dict[str, dict[str, str]] = json.loads((folder / "ground-truth.json").read_text(encoding="utf-8"))
+    pages = []
+    for key, item in sorted(truth.items()):
+        path = folder / "html" / f"{key}.html.gz"
+        if path.exists():
+            body = gzip.decompress(path.read_bytes())
+            page_type = item.get("page_type", "article")
+            half = half_of(key) if halves else ""
+            pages.append(LabelledPage(key, page_type, body, item["url"], item["articleBody"], half))
+    return pages
 
 
 def trafilatura_direct(body: bytes, url: str) -> str:
     return trafilatura.extract(body) or ""
 
 
-def in_process(markdown: bool) -> Callable[[bytes, str], str]:
-    def run(body: bytes, url: str) -> str:
-        return html_text(clean_text(decode_text(body, None)), url=url, markdown=markdown).content
-
-    return run
+def sift_in_process(body: bytes, url: str) -> str:
+    return html_text(clean_text(decode_text(body, None)), url=url, markdown=False).content
 
 
-# name: (the extractor scored, the same work timed in one process)
-EXTRACTORS: dict[str, tuple[Callable[[bytes, str], str], Callable[[bytes, str], str]]] = {
-    "sift text": (sift("text"), in_process(markdown=False)),
-    "sift markdown": (sift("markdown"), in_process(markdown=True)),
-    "trafilatura": (trafilatura_direct, trafilatura_direct),
-}
+def scores(fn: Extractor, pages: list[LabelledPage]) -> list[Score]:
+    return [score(fn(page.body, page.url), page.truth) for page in pages]
 
 
-def scores(fn: Callable[[bytes, str], str], pages: list[Page]) -> list[Score]:
-    return [score(fn(body, url), truth) for _, body, url, truth in pages]
-
-
-def cpu_ms_per_page(fn: Callable[[bytes, str], str], pages: list[Page]) -> float:
+def cpu_ms_per_page(fn: Extractor, pages: list[LabelledPage]) -> float:
     started = time.process_time()
-    for _, body, url, _ in pages:
-        fn(body, url)
+    for page in pages:
+        fn(page.body, page.url)
     return (time.process_time() - started) * 1000 / len(pages)
 
 
@@ -112,44 +139,98 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def report(title: str, pages: list[Page], worst: int) -> dict[str, float]:
-    print(f"\n{title}: {len(pages)} pages\n")
-    print("| extractor     | word F1 | precision | recall | CPU ms/page, 1 process | CPU vs trafilatura |")
-    print("|---------------|--------:|----------:|-------:|-----------------------:|-------------------:|")
-    means: dict[str, float] = {}
-    baseline = cpu_ms_per_page(trafilatura_direct, pages)
-    for name, (fn, timed) in EXTRACTORS.items():
-        page_scores = scores(fn, pages)
-        per_page = baseline if timed is trafilatura_direct else cpu_ms_per_page(timed, pages)
-        means[name] = mean([s.f1 for s in page_scores])
-        print(
-            f"| {name:<13} | {means[name]:>7.3f} | {mean([s.precision for s in page_scores]):>9.3f} "
-            f"| {mean([s.recall for s in page_scores]):>6.3f} | {per_page:>22.1f} "
-            f"| {per_page / baseline:>17.2f}x |"
+def by_type(pages: list[LabelledPage], values: list[float]) -> dict[str, list[float]]:
+    """The values of each page type, and of all pages under "all"."""
+    grouped: dict[str, list[float]] = defaultdict(list)
+    for page, value in zip(pages, values, strict=True):
+        grouped[page.page_type].append(value)
+        grouped["all"].append(value)
+    return grouped
+
+
+def report(title: str, pages: list[LabelledPage], worst: int) -> None:
+    """One table: per page type (and per half on wcxb-dev), sift text beside trafilatura."""
+    sift_scores = scores(sift("text"), pages)
+    direct_scores = scores(trafilatura_direct, pages)
+    groups = {"": pages} if not pages[0].half else {h: [p for p in pages if p.half == h] for h in HALVES}
+    if len(groups) > 1:
+        groups["all"] = pages
+    columns: dict[str, tuple[dict[str, list[float]], dict[str, list[float]]]] = {}
+    for name, members in groups.items():
+        if not members:
+            continue
+        chosen = [n for n, page in enumerate(pages) if page in members]
+        columns[name] = (
+            by_type(members, [sift_scores[n].f1 for n in chosen]),
+            by_type(members, [direct_scores[n].f1 for n in chosen]),
         )
-        if worst and name == "sift text":
-            ranked = sorted(zip(page_scores, pages, strict=True), key=lambda pair: pair[0].f1)[:worst]
-            for page_score, (page_name, *_) in ranked:
-                print(f"|   worst: {page_name[:60]} P {page_score.precision:.2f} R {page_score.recall:.2f}")
-    gap = means["sift text"] - means["trafilatura"]
-    print(f"\nsift text minus trafilatura: {gap:+.3f} word F1")
-    return means
+    print(f"\n{title}: {len(pages)} pages; word F1, sift text / trafilatura (sift minus trafilatura)\n")
+    heads = [f"{name or 'pages'} (n)" for name in columns]
+    print("| page type     | " + " | ".join(f"{head:<28}" for head in heads) + " |")
+    print("|---------------|" + "|".join("-" * 30 for _ in heads) + "|")
+    types = [*sorted({page.page_type for page in pages}), "all"]
+    for page_type in types:
+        cells = []
+        for sifts, directs in columns.values():
+            if page_type not in sifts:
+                cells.append(f"{'':<28}")
+                continue
+            one, other = mean(sifts[page_type]), mean(directs[page_type])
+            cells.append(f"{one:.3f} / {other:.3f} ({one - other:+.3f}) {len(sifts[page_type]):>3}")
+        label = f"**{page_type}**" if page_type == "all" else page_type
+        print(f"| {label:<13} | " + " | ".join(cells) + " |")
+    if worst:
+        ranked = sorted(zip(sift_scores, direct_scores, pages, strict=True), key=lambda s: s[0].f1 - s[1].f1)
+        for mine, theirs, page in ranked[:worst]:
+            print(
+                f"  worst: {page.name} {page.page_type} F1 {mine.f1:.2f} vs {theirs.f1:.2f} "
+                f"(P {mine.precision:.2f} R {mine.recall:.2f})"
+            )
+
+
+def report_cpu(title: str, pages: list[LabelledPage]) -> None:
+    theirs, mine = cpu_ms_per_page(trafilatura_direct, pages), cpu_ms_per_page(sift_in_process, pages)
+    print(
+        f"{title}: CPU ms/page in one process, sift {mine:.1f}, trafilatura {theirs:.1f}"
+        f" ({mine / theirs:.2f}x)"
+    )
+
+
+def labelled_sets(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, list[LabelledPage]]:
+    chosen = {name.strip() for name in args.sets.split(",")}
+    if not chosen <= set(SETS):
+        parser.error(f"--sets takes some of {', '.join(SETS)}")
+    found: dict[str, list[LabelledPage]] = {}
+    if "articles" in chosen:
+        found["article-extraction benchmark"] = benchmark_pages(data.articles(parser, args.data))
+    if "pages" in chosen:
+        found["bench/pages"] = non_article_pages()
+    if "wcxb" in chosen:
+        wcxb = benchmark_pages(data.required(parser, args.data, data.WCXB), halves=True)
+        found["wcxb-dev"] = [page for page in wcxb if args.half in ("", page.half)]
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     data.add_argument(parser)
-    parser.add_argument("--pages-only", action="store_true", help="score only the non-article pages")
-    parser.add_argument("--worst", type=int, default=0, metavar="N", help="list sift text's N worst pages")
+    parser.add_argument("--sets", default=",".join(SETS), help=f"which sets to score ({','.join(SETS)})")
+    parser.add_argument("--half", choices=HALVES, default="", help="only this half of wcxb-dev")
+    parser.add_argument(
+        "--worst", type=int, default=0, metavar="N", help="list the N pages sift loses most on"
+    )
+    parser.add_argument("--cpu", action="store_true", help="also time both extractors in one process")
     args = parser.parse_args()
-    pages = non_article_pages()
-    articles = [] if args.pages_only else article_pages(data.articles(parser, args.data))
-    sift("text")(pages[0][1], pages[0][2])  # warm the sandbox child, imports and caches
-    in_process(markdown=False)(pages[0][1], pages[0][2])
-    trafilatura_direct(pages[0][1], pages[0][2])
-    if articles:
-        report("article-extraction benchmark", articles, args.worst)
-    report("non-article pages (bench/pages)", pages, args.worst)
+    sets = labelled_sets(parser, args)
+    warm = non_article_pages()[0]
+    sift("text")(warm.body, warm.url)  # start the sandbox child, warm imports and caches
+    trafilatura_direct(warm.body, warm.url)
+    for title, pages in sets.items():
+        report(title, pages, args.worst)
+    if args.cpu:
+        print()
+        for title, pages in sets.items():
+            report_cpu(title, pages)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """The main content of an HTML page as Markdown or plain text, with its title, language and
 canonical URL.
 
-trafilatura finds the main content, favouring precision, and again favouring recall when the
-precise reading is short (the precise one wins unless it cut into the text). On a thread or a
-listing, where the extract is one of a run of sibling posts or items built alike, every
-sibling's body is the content. When trafilatura finds nothing, or only a scrap of a page that
-holds much more text (an index, a form, an app shell), the whole page is flattened instead, so
-the agent still gets the text it asked for. Text mode leaves the page's title to the metadata
+First the page's kind, from what it says of itself (schema.org types, ``og:type``): an
+article is read by trafilatura favouring precision, and again favouring recall when the precise
+reading is short (the precise one wins unless it cut into the text); any other page (a forum
+thread, a product, documentation, a listing, a page that says nothing) by trafilatura's balanced
+reading with its fallback extractors, a forum's comments (its replies) included. On an article
+or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
+body is the content. When trafilatura finds nothing, or only a scrap of a page that holds much
+more text (an index, a form, an app shell), the whole page is flattened instead, so the agent
+still gets the text it asked for. Text mode leaves the page's title to the metadata
 (docs/fetch-content.md).
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
@@ -73,6 +76,18 @@ _BLOCKS = frozenset(
     }
 )  # fmt: skip
 _CELLS = frozenset({"td", "th"})
+# schema.org types that say what a page is, most specific kind first (page_kind).
+_KIND_TYPES = (
+    ("forum", frozenset({"DiscussionForumPosting", "QAPage", "SocialMediaPosting", "Comment"})),
+    ("product", frozenset({"Product", "ProductGroup", "IndividualProduct", "Offer"})),
+    ("documentation", frozenset({"TechArticle", "APIReference", "SoftwareSourceCode"})),
+    ("listing", frozenset({"ItemList", "CollectionPage", "SearchResultsPage", "OfferCatalog"})),
+    ("article", frozenset({"Article", "NewsArticle", "BlogPosting", "ReportageNewsArticle",
+                           "AnalysisNewsArticle", "OpinionNewsArticle", "Report", "LiveBlogPosting"})),
+)  # fmt: skip
+# Bounded, so that a hostile script of many unclosed "@type" values costs linear time.
+_LD_TYPE = re.compile(r'"@type"\s*:\s*(\[[^\]]{0,300}\]|"[^"]{0,200}")')
+_QUOTED = re.compile(r'"([^"]+)"')
 # trafilatura is not thread-safe: two threads extracting at once in one process can corrupt the
 # heap and abort it ("double free or corruption"; adbar/trafilatura#840, #925). A sandbox child
 # is single-threaded; an in-process caller with threads (a benchmark, a test) takes turns.
@@ -106,19 +121,75 @@ def _element_count(tree: lxml.html.HtmlElement) -> int:
 
 
 def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
-    content = _trafilatura_main(tree, markdown=markdown)
-    if len(content) < SHORT_MAIN_CHARS:
-        whole = whole_page_text(tree, markdown=markdown)
-        # A short extract from a page with much more text is a guess gone wrong (a cookie
-        # banner, a caption): the whole page serves the agent better.
-        if len(whole) > SHORT_RATIO * len(content):
-            return whole
-    peers = peer_items(tree, content)
+    kind = page_kind(tree)
+    if kind != "article":
+        content = _trafilatura_page(tree, markdown=markdown, kind=kind)
+    else:
+        content = _trafilatura_main(tree, markdown=markdown)
+    whole = _whole_page_instead(tree, content, markdown=markdown)
+    if whole:
+        return whole
+    peers = peer_items(tree, content) if kind in ("article", "forum") else None
     if peers:
         content = "\n\n".join(whole_page_text(item, markdown=markdown) for item in peers)
     if not markdown:
         content = drop_title_lines(content, page_titles(tree))
     return content
+
+
+def page_kind(tree: lxml.html.HtmlElement) -> str:
+    """What the page says it is: forum, product, documentation, listing, article or page.
+
+    Read from its schema.org types (JSON-LD ``@type`` and microdata ``itemtype``) and its Open
+    Graph ``og:type``, the most specific first: a thread's posts, a product, a technical
+    document, a list of items, then an article (``og:type`` article, which many sites put on
+    every page, counts only when nothing more specific is said). A page that says none of these
+    is a "page".
+    """
+    types = _schema_types(tree)
+    og_type = (_first(tree, "//meta[@property='og:type']/@content") or "").lower()
+    for kind, names in _KIND_TYPES:
+        if types & names:
+            return kind
+        if kind == "product" and og_type.startswith("product"):
+            return kind
+    return "article" if og_type == "article" else "page"
+
+
+def _schema_types(tree: lxml.html.HtmlElement) -> set[str]:
+    """Every schema.org type the page names, in JSON-LD or microdata, without its URL prefix."""
+    types: set[str] = set()
+    for script in tree.xpath("//script[@type='application/ld+json']/text()"):
+        for value in _LD_TYPE.findall(str(script)):
+            types.update(_QUOTED.findall(value))
+    types.update(str(url).rstrip("/").rsplit("/", 1)[-1] for url in tree.xpath("//*[@itemtype]/@itemtype"))
+    return types
+
+
+def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str) -> str:
+    """trafilatura's balanced reading, its fallback extractors included, for a page that is not
+    an article; a forum's comments are its replies."""
+    with TRAFILATURA_LOCK:
+        content = trafilatura.extract(
+            tree,
+            output_format="markdown" if markdown else "txt",
+            include_comments=kind == "forum",
+            include_tables=True,
+            include_formatting=markdown,
+            include_links=False,
+            include_images=False,
+        )
+    return content or ""
+
+
+def _whole_page_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: bool) -> str | None:
+    """The whole page's text when ``content`` is a scrap of a page holding much more."""
+    if len(content) >= SHORT_MAIN_CHARS:
+        return None
+    whole = whole_page_text(tree, markdown=markdown)
+    # A short extract from a page with much more text is a guess gone wrong (a cookie
+    # banner, a caption): the whole page serves the agent better.
+    return whole if len(whole) > SHORT_RATIO * len(content) else None
 
 
 def peer_items(tree: lxml.html.HtmlElement, content: str) -> list[lxml.html.HtmlElement] | None:
