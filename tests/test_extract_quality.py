@@ -222,17 +222,21 @@ def test_text_mode_leaves_the_title_to_the_envelope_and_markdown_keeps_its_headi
     assert markdown.content.startswith("# Starter smells like acetone")
 
 
-def test_only_a_short_precise_reading_of_an_article_is_read_again_for_recall(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    readings: list[bool] = []
+@pytest.fixture
+def readings(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The ``precision`` of each trafilatura reading ``html_text`` makes, in order."""
+    seen: list[bool] = []
     read = html_module._trafilatura
 
     def counted(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool) -> str:
-        readings.append(precision)
+        seen.append(precision)
         return read(tree, markdown=markdown, precision=precision)
 
     monkeypatch.setattr(html_module, "_trafilatura", counted)
+    return seen
+
+
+def test_only_a_short_precise_reading_of_an_article_is_read_again_for_recall(readings: list[bool]) -> None:
     article = "".join(f"<p>{post}</p>" for post in POSTS * 3)
     html_text(
         f"<html>{ARTICLE_HEAD}<body><article>{article}</article></body></html>",
@@ -251,16 +255,8 @@ def test_only_a_short_precise_reading_of_an_article_is_read_again_for_recall(
 
 
 def test_a_page_that_is_not_an_article_is_read_once_with_trafilatura_s_fallbacks(
-    monkeypatch: pytest.MonkeyPatch,
+    readings: list[bool],
 ) -> None:
-    readings: list[bool] = []
-    read = html_module._trafilatura
-
-    def counted(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool) -> str:
-        readings.append(precision)
-        return read(tree, markdown=markdown, precision=precision)
-
-    monkeypatch.setattr(html_module, "_trafilatura", counted)
     product = ld('{"@type": "Product", "name": "Starter jar"}')
     body = "".join(f"<p>{post}</p>" for post in POSTS)
     content = html_text(
