@@ -60,3 +60,21 @@ def make_caller(db: None) -> MakeCaller:
 @pytest.fixture
 def agent(make_caller: MakeCaller) -> tuple[ApiKey, ApiClient]:
     return make_caller("agent")
+
+
+def uses_database(item: pytest.Item) -> bool:
+    """Whether a test reaches a database: through pytest-django's fixtures or its marker. One
+    that does not cannot tell SQLite from PostgreSQL (pytest-django refuses it the connection)."""
+    return "_django_db_helper" in getattr(item, "fixturenames", ()) or bool(
+        item.get_closest_marker("django_db")
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``SIFT_TESTS_DATABASE_ONLY=true`` runs only what a database can change, and the browser
+    tests: CI runs the rest of the suite once, on SQLite, and this on PostgreSQL."""
+    if os.environ.get("SIFT_TESTS_DATABASE_ONLY") != "true":
+        return
+    kept = [item for item in items if uses_database(item) or item.get_closest_marker("browser")]
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept

@@ -243,7 +243,7 @@ def test_backoff_doubles_from_retry_wait_and_the_last_try_falls_on_retry_for(set
 
 def test_a_receiver_that_never_answers_2xx_is_given_up_after_retry_for(agent, settings):
     settings.SIFT_WEBHOOK_RETRY_WAIT = 0.1
-    settings.SIFT_WEBHOOK_RETRY_FOR = 0.6
+    settings.SIFT_WEBHOOK_RETRY_FOR = 2.0  # room for three attempts on a busy machine
     _, client = agent
     with receiver(then=503) as hook:
         job = _submit(client, hook.url)
