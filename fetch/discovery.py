@@ -21,7 +21,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 from django.conf import settings
 from protego import Protego
 
-from fetch import guard, hostnames, robots
+from fetch import guard, hostnames, robots, sitemaps
 from fetch.errors import FetchError
 from fetch.limits import MAX_URL_CHARS
 from fetch.map_options import MapRequest, compiled
@@ -35,7 +35,8 @@ MAX_CANDIDATES = 100_000
 # With robots, the robots.txt of at most this many other sites (subdomains) is read.
 MAX_ROBOTS_SITES = 8
 MAX_SEARCH_WORDS = 32
-_SITEMAP_PATH = re.compile(r"(sitemap[^/]*|\.xml|\.xml\.gz|\.txt\.gz)$", re.IGNORECASE)
+# A URL read as a sitemap itself: an XML or gzip file, or a text file named for a sitemap.
+_SITEMAP_PATH = re.compile(r"\.(xml|gz)$|sitemap[^/]*\.txt$", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 EMPTY_HINT = (
     "No URL of this site was found: it names no sitemap in robots.txt and has no /sitemap.xml "
@@ -76,7 +77,7 @@ def map_site(request: MapRequest, *, partition: str) -> dict[str, Any]:
     """List the site of ``request.url`` for a caller whose documents live in ``partition``."""
     started = time.monotonic()
     guard.check_url(request.url)  # a refused site is refused before anything is read
-    budget = Budget(started + float(settings.SIFT_MAP_TIMEOUT))
+    budget = Budget(started + float(settings.SIFT_MAP_TIMEOUT), sitemaps.MAX_FILES, sitemaps.MAP_BYTES)
     rules = _site_rules(request, partition)
     state = _Map(request, partition, budget, robots.crawl_delay(rules) if rules else 0.0, rules)
     matcher = _Matcher(request)

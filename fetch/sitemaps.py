@@ -56,8 +56,8 @@ class Budget:
     """What is left of one map: its deadline (``time.monotonic()``), files and bytes."""
 
     deadline: float
-    files: int = MAX_FILES
-    bytes: int = MAP_BYTES
+    files: int
+    bytes: int
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -131,8 +131,12 @@ class _Unread(Exception):
 
 
 def _sitemap_bytes(url: str, partition: str, budget: Budget, delay: float) -> bytes:
+    if budget.bytes <= 0:
+        raise Stop("bytes", f"the map's byte budget ({MAP_BYTES // 2**20} MiB uncompressed) is spent")
     limit = min(MAX_FILE_BYTES, budget.bytes)
     body = _download(url, partition, budget, delay, limit=limit).body
+    if len(body) > limit:  # a cached copy read under another map's budget
+        raise _over_cap(limit)
     if body[:2] == b"\x1f\x8b":  # a .xml.gz file, served as it is stored
         try:
             body = decoding.decode(body, ["gzip"], limit, budget)
@@ -191,7 +195,7 @@ def _parse(op: str, body: bytes, budget: Budget, args: dict[str, object]) -> tup
     """Run the child's ``op`` on ``body``, by the map's deadline."""
     budget.check()
     seconds = budget.remaining()
-    header = {
+    header: dict[str, object] = {
         "max_entries": MAX_ENTRIES_PER_FILE,
         "max_url_chars": MAX_URL_CHARS,
         "max_reply_chars": MAX_REPLY_BYTES // 4,  # UTF-8 takes at most 4 bytes a character

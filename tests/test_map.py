@@ -7,13 +7,14 @@ each answered 200 within the map's deadline, saying truncated and why.
 from __future__ import annotations
 
 import gzip
+import itertools
 import time
 
 import pytest
 from protego import Protego
 
 from batch.fetching import FETCHES
-from fetch import guard, robots
+from fetch import discovery, guard, robots, sitemaps
 from fetch.sitemaps import MAX_FILE_BYTES
 
 from .factories import LOOPBACK
@@ -129,7 +130,8 @@ def test_links_true_adds_the_links_of_the_page_itself_and_nothing_found_says_wha
         empty, _ = _map(client, u("/docs/"))
         body, _ = _map(client, u("/docs/"), links=True)
         assert served.count("/docs/one") == 0  # the page's links are listed, not followed
-    assert empty["urls"] == [] and not empty["truncated"]
+    assert empty["urls"] == []
+    assert not empty["truncated"]
     assert "links: true" in empty["hint"]
     assert empty["sources"][0]["error"] == "the site answered 404"
     assert _urls(body) == [u("/docs/one"), u("/docs/two")]
@@ -242,7 +244,8 @@ def test_crawl_delay_spaces_robots_requests_to_the_host_and_robots_leaves_disall
         served.routes.update(
             {
                 "/robots.txt": text(
-                    f"User-agent: *\nCrawl-delay: 1\nDisallow: /private/\nSitemap: {u('/a.xml')}\nSitemap: {u('/b.xml')}\n"
+                    "User-agent: *\nCrawl-delay: 1\nDisallow: /private/\n"
+                    f"Sitemap: {u('/a.xml')}\nSitemap: {u('/b.xml')}\n"
                 ),
                 "/a.xml": xml(urlset(u("/open"), u("/private/x"))),
                 "/b.xml": xml(urlset(u("/page"))),
@@ -257,7 +260,7 @@ def test_crawl_delay_spaces_robots_requests_to_the_host_and_robots_leaves_disall
         times = served.pages()
     assert _urls(body) == [u("/open"), u("/page")]
     assert len(times) == 4
-    assert all(later - earlier >= 1.0 for earlier, later in zip(times, times[1:], strict=False)), times
+    assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(times)), times
 
 
 def test_crawl_delay_is_clamped_to_a_minute():
@@ -304,3 +307,53 @@ def test_maps_in_flight_per_caller_are_bounded_with_fetches(agent, open_loopback
         FETCHES.give_back(caller.pk)
     assert (response.status_code, response.json()["code"]) == (429, "busy")
     assert response["Retry-After"]
+
+
+def test_a_gzip_bomb_sent_as_a_content_encoding_is_cut_at_the_cap(agent, open_loopback, httpserver):
+    _, client = agent
+    bomb = gzip.compress(b"\0" * (MAX_FILE_BYTES + 2**20), compresslevel=9)
+    httpserver.expect_request("/sitemap.xml").respond_with_data(
+        bomb, content_type="application/xml", headers={"Content-Encoding": "gzip"}
+    )
+    body, seconds = _map(client, httpserver.url_for("/sitemap.xml"))
+    assert (body["urls"], body["truncated_reasons"]) == ([], ["file_cap"])
+    assert seconds < 60
+
+
+def test_the_file_entry_byte_and_candidate_caps_each_stop_the_map_saying_why(
+    agent, open_loopback, monkeypatch
+):
+    _, client = agent
+    with site() as served:
+        u = served.url
+        many = [u(f"/s{n}.xml") for n in range(8)]
+        served.routes["/index.xml"] = xml(index(*many))
+        for n in range(8):
+            served.routes[f"/s{n}.xml"] = xml(urlset(*(u(f"/p{n}-{k}") for k in range(3))))
+        monkeypatch.setattr(sitemaps, "MAX_FILES", 4)  # the index and three of its sitemaps
+        files, _ = _map(client, u("/index.xml"))
+        monkeypatch.setattr(sitemaps, "MAX_FILES", 50)
+        monkeypatch.setattr(sitemaps, "MAP_BYTES", len(served.routes["/index.xml"].body) + 10)
+        spent, _ = _map(client, u("/index.xml"))
+        monkeypatch.setattr(sitemaps, "MAP_BYTES", 2**20)
+        monkeypatch.setattr(sitemaps, "MAX_ENTRIES_PER_FILE", 2)
+        entries, _ = _map(client, u("/s0.xml"))
+        monkeypatch.setattr(sitemaps, "MAX_ENTRIES_PER_FILE", 50)
+        monkeypatch.setattr(discovery, "MAX_CANDIDATES", 5)
+        candidates, _ = _map(client, u("/index.xml"), search="p")
+    assert (len(files["urls"]), files["truncated_reasons"]) == (9, ["files"])
+    assert (spent["urls"], spent["truncated_reasons"]) == ([], ["bytes"])
+    assert (_urls(entries), entries["truncated_reasons"]) == ([u("/p0-0"), u("/p0-1")], ["file_cap"])
+    assert (len(candidates["urls"]), candidates["truncated_reasons"]) == (5, ["url_cap"])
+
+
+def test_an_unreadable_robots_txt_falls_back_to_sitemap_xml_unless_robots_is_asked(agent, open_loopback):
+    _, client = agent
+    with site() as served:
+        u = served.url
+        served.routes["/robots.txt"] = text("down", status=500)
+        served.routes["/sitemap.xml"] = xml(urlset(u("/x")))
+        body, _ = _map(client, u("/"))
+        refused = client.get("/v1/map", url=u("/"), robots="true")
+    assert _urls(body) == [u("/x")]
+    assert (refused.status_code, refused.json()["code"]) == (403, "blocked")

@@ -17,7 +17,7 @@ from batch.api.validation import validate_map
 from batch.errors import Refusal, Refused
 from batch.mapping import map_for
 
-MAP_ERRORS = error_responses(400, 401, 403, 429, 500)
+MAP_ERRORS = error_responses(400, 401, 403, 429, 500, 502, 504)
 
 router = Router(auth=KeyAuth(), tags=["map"])
 
