@@ -35,6 +35,8 @@ MAX_CANDIDATES = 100_000
 # With robots, the robots.txt of at most this many other sites (subdomains) is read.
 MAX_ROBOTS_SITES = 8
 MAX_SEARCH_WORDS = 32
+# Files not read (loops, nesting) are listed among the sources until there are this many.
+MAX_SOURCES = 100
 # A URL read as a sitemap itself: an XML or gzip file, or a text file named for a sitemap.
 _SITEMAP_PATH = re.compile(r"\.(xml|gz)$|sitemap[^/]*\.txt$", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
@@ -128,21 +130,14 @@ def _read_sitemaps(state: _Map, matcher: _Matcher, roots: list[tuple[str, bool]]
     ]
     while stack:
         url, depth, chain, named = stack.pop()
-        if url in chain:
-            state.incomplete("loop")
-            state.sources.append(
-                {"url": url, "kind": "sitemap", "urls": 0, "error": "loops back to an index above it"}
-            )
-            continue
         if url in read:
-            continue
-        if depth > MAX_DEPTH:
-            state.incomplete("nesting")
-            state.sources.append(
-                {"url": url, "kind": "sitemap", "urls": 0, "error": f"nested deeper than {MAX_DEPTH} levels"}
-            )
+            if url in chain:
+                _skip(state, url, "loop", "loops back to an index above it")
             continue
         read.add(url)
+        if depth > MAX_DEPTH:
+            _skip(state, url, "nesting", f"nested deeper than {MAX_DEPTH} levels")
+            continue
         result = read_sitemap(url, partition=state.partition, budget=state.budget, delay=_delay(state, url))
         if result.kind != "sitemapindex":
             if not named and result.outcome == Outcome.UPSTREAM_4XX:
@@ -156,6 +151,14 @@ def _read_sitemaps(state: _Map, matcher: _Matcher, roots: list[tuple[str, bool]]
             if (child := normalise(entry.url, url))
         ]
         stack.extend(reversed(children))
+
+
+def _skip(state: _Map, url: str, reason: str, why: str) -> None:
+    """A sitemap not read; listed among the sources while they are few (an index may list
+    thousands of such files)."""
+    state.incomplete(reason)
+    if len(state.sources) < MAX_SOURCES:
+        state.sources.append({"url": url, "kind": "sitemap", "urls": 0, "error": why})
 
 
 def _delay(state: _Map, url: str) -> float:
@@ -265,17 +268,18 @@ def normalise(raw: str, base: str) -> str | None:
     """``raw`` (as a sitemap or a page wrote it, relative to ``base``) as one absolute http(s)
     URL spelling: lower-case scheme, canonical host, no default port, no fragment, ``/`` for an
     empty path; ``None`` for anything else."""
+    raw = raw.strip()
+    if not raw.isprintable() or " " in raw or len(raw) > 2 * MAX_URL_CHARS:
+        return None
     try:
-        parts = urlsplit(raw.strip())
-        if not parts.scheme:
-            parts = urlsplit(urljoin(base, raw.strip()))
+        parts = urlsplit(raw if urlsplit(raw).scheme else urljoin(base, raw))
         port = parts.port
+        scheme = parts.scheme.lower()
+        if scheme not in guard.DEFAULT_PORTS or not parts.hostname or parts.username or parts.password:
+            return None
+        host = hostnames.canonical_host(parts.hostname)
     except ValueError:
         return None
-    scheme = parts.scheme.lower()
-    if scheme not in guard.DEFAULT_PORTS or not parts.hostname or parts.username or parts.password:
-        return None
-    host = hostnames.canonical_host(parts.hostname)
     netloc = f"[{host}]" if ":" in host else host
     if port is not None and port != guard.DEFAULT_PORTS[scheme]:
         netloc += f":{port}"

@@ -11,6 +11,9 @@ import itertools
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from protego import Protego
 
 from batch.fetching import FETCHES
@@ -189,6 +192,14 @@ def test_hostile_sitemaps_are_answered_in_time_never_500_and_say_truncated(agent
         served.routes.update(
             {
                 "/laughs.xml": xml(BILLION_LAUGHS),
+                "/xxe.xml": xml(
+                    f'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY e SYSTEM "file:///etc/passwd">]>'
+                    f'<urlset xmlns="{NS}"><url><loc>{u("/")}&e;</loc></url></urlset>'.encode()
+                ),
+                "/external.xml": xml(
+                    f'<?xml version="1.0"?><!DOCTYPE urlset SYSTEM "{u("/evil.dtd")}">'
+                    f'<urlset xmlns="{NS}"><url><loc>{u("/x")}</loc></url></urlset>'.encode()
+                ),
                 "/bomb.xml.gz": Answer(200, bomb, "application/x-gzip"),
                 "/loop.xml": xml(index(u("/loop.xml"), u("/back.xml"))),
                 "/back.xml": xml(index(u("/loop.xml"), u("/leaf.xml"))),
@@ -203,15 +214,26 @@ def test_hostile_sitemaps_are_answered_in_time_never_500_and_say_truncated(agent
         )
         answers = {
             path: _map(client, u(path))
-            for path in ("/laughs.xml", "/bomb.xml.gz", "/loop.xml", "/big.xml", "/big.xml.gz", "/deep1.xml")
+            for path in (
+                "/laughs.xml",
+                "/xxe.xml",
+                "/external.xml",
+                "/bomb.xml.gz",
+                "/loop.xml",
+                "/big.xml",
+                "/big.xml.gz",
+                "/deep1.xml",
+            )
         }
         assert served.count("/deep4.xml") == 0
+        assert served.count("/evil.dtd") == 0
     for path, (body, seconds) in answers.items():
         assert seconds < settings.SIFT_MAP_TIMEOUT, path
         assert body["truncated"], path
-    laughs = answers["/laughs.xml"][0]
-    assert (laughs["urls"], laughs["truncated_reasons"]) == ([], ["unreadable"])
-    assert "DTD" in laughs["sources"][0]["error"]
+    for path in ("/laughs.xml", "/xxe.xml", "/external.xml"):
+        body = answers[path][0]
+        assert (body["urls"], body["truncated_reasons"]) == ([], ["unreadable"]), path
+        assert "DTD" in body["sources"][0]["error"], path
     for path in ("/bomb.xml.gz", "/big.xml", "/big.xml.gz"):
         body = answers[path][0]
         assert (body["urls"], body["truncated_reasons"]) == ([], ["file_cap"]), path
@@ -357,3 +379,10 @@ def test_an_unreadable_robots_txt_falls_back_to_sitemap_xml_unless_robots_is_ask
         refused = client.get("/v1/map", url=u("/"), robots="true")
     assert _urls(body) == [u("/x")]
     assert (refused.status_code, refused.json()["code"]) == (403, "blocked")
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(raw=st.one_of(st.text(max_size=80), st.from_regex(r"\A(https?:)?//[^/]{0,20}(/\S{0,20})?\Z")))
+def test_any_string_a_sitemap_holds_normalises_to_an_http_url_or_nothing(raw):
+    url = discovery.normalise(raw, "http://example.org/dir/")
+    assert url is None or (url.startswith(("http://", "https://")) and len(url) <= 2048 and "#" not in url)
