@@ -81,19 +81,30 @@ def map_site(request: MapRequest, *, partition: str) -> dict[str, Any]:
     guard.check_url(request.url)  # a refused site is refused before anything is read
     budget = Budget(started + float(settings.SIFT_MAP_TIMEOUT), sitemaps.MAX_FILES, sitemaps.MAP_BYTES)
     rules = _site_rules(request, partition)
-    state = _Map(request, partition, budget, robots.crawl_delay(rules) if rules else 0.0, rules)
+    # Crawl-delay binds robots: true requests only, as for a fetch.
+    delay = robots.crawl_delay(rules) if rules and request.options.robots else 0.0
+    state = _Map(request, partition, budget, delay, rules)
     matcher = _Matcher(request)
     try:
         _read_sitemaps(state, matcher, _roots(request.url, rules))
         if request.options.links and not _names_sitemap(request.url):
-            _take(
-                state, matcher, read_links(request.url, partition=partition, budget=budget, delay=state.delay)
-            )
+            _read_links(state, matcher)
     except Stop as stop:
         state.incomplete(stop.reason)
     except _Full:
         state.incomplete("limit" if not request.options.search else "url_cap")
     return _answer(state, matcher, started)
+
+
+def _read_links(state: _Map, matcher: _Matcher) -> None:
+    url = state.request.url
+    if state.request.options.robots and not (
+        state.site_rules and state.site_rules.can_fetch(url, robots.ROBOT_NAME)
+    ):
+        error = "the site's robots.txt disallows this page for sift, so its links were not read"
+        state.sources.append({"url": url, "kind": "page", "urls": 0, "error": error})
+        return
+    _take(state, matcher, read_links(url, partition=state.partition, budget=state.budget, delay=state.delay))
 
 
 def _site_rules(request: MapRequest, partition: str) -> Protego | None:
@@ -163,8 +174,7 @@ def _skip(state: _Map, url: str, reason: str, why: str) -> None:
 
 def _delay(state: _Map, url: str) -> float:
     """The site's Crawl-delay spaces requests to the site's own host only."""
-    same = robots.robots_url(url) == robots.robots_url(state.request.url)
-    return state.delay if same and state.request.options.robots else 0.0
+    return state.delay if robots.robots_url(url) == robots.robots_url(state.request.url) else 0.0
 
 
 def _record(state: _Map, result: FileRead, count: int) -> None:

@@ -251,9 +251,9 @@ def test_a_map_ends_by_its_deadline_with_what_it_found(agent, open_loopback, set
         u = served.url
         served.routes["/robots.txt"] = text(f"Sitemap: {u('/fast.xml')}\nSitemap: {u('/slow.xml')}\n")
         served.routes["/fast.xml"] = xml(urlset(u("/quick")))
-        served.routes["/slow.xml"] = Answer(200, urlset(u("/late")), "application/xml", delay=8)
+        served.routes["/slow.xml"] = Answer(200, urlset(u("/late")), "application/xml", delay=30)
         body, seconds = _map(client, u("/"))
-    assert seconds < 2 + 3
+    assert seconds < 2 + 10  # the slow sitemap would take 30 s
     assert (_urls(body), body["truncated_reasons"]) == ([u("/quick")], ["deadline"])
 
 
@@ -280,7 +280,11 @@ def test_crawl_delay_spaces_robots_requests_to_the_host_and_robots_leaves_disall
             response = client.post("/v1/fetch", {"url": u(path), "options": {"robots": True}})
             assert response.status_code == 200, response.content
         times = served.pages()
+        private, _ = _map(client, u("/private/x"), robots=True, links=True)
+        assert served.count("/private/x") == 0
     assert _urls(body) == [u("/open"), u("/page")]
+    assert _urls(private) == [u("/open"), u("/page")]  # the sitemaps, from the cache
+    assert "disallows this page" in private["sources"][-1]["error"]
     assert len(times) == 4
     assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(times)), times
 
