@@ -168,11 +168,7 @@ def _download(url: str, partition: str, budget: Budget, delay: float, *, limit: 
             raise Stop("deadline", "the map's deadline came during a download") from None
         raise _unread(exc) from None
     if not 200 <= download.status < 300:
-        raise _Unread(
-            "unreadable",
-            f"the site answered {download.status}",
-            Outcome.UPSTREAM_4XX if download.status < 500 else Outcome.UPSTREAM_5XX,
-        )
+        raise _Unread("unreadable", f"the site answered {download.status}", _status_outcome(download.status))
     if len(download.body) <= int(settings.SIFT_FETCH_MAX_BYTES):
         cache.store(partition, url, download)
     return download
@@ -237,6 +233,12 @@ def _over_cap(limit: int) -> _Unread:
         f"the file is larger than {wire} bytes on the wire or {MAX_FILE_BYTES // 2**20} MiB uncompressed",
         Outcome.TOO_LONG,
     )
+
+
+def _status_outcome(status: int) -> Outcome:
+    if status in (429, 503):  # the site asks to slow down
+        return Outcome.BUSY
+    return Outcome.UPSTREAM_4XX if status < 500 else Outcome.UPSTREAM_5XX
 
 
 def _unread(exc: FetchError) -> _Unread:

@@ -390,3 +390,26 @@ def test_an_unreadable_robots_txt_falls_back_to_sitemap_xml_unless_robots_is_ask
 def test_any_string_a_sitemap_holds_normalises_to_an_http_url_or_nothing(raw):
     url = discovery.normalise(raw, "http://example.org/dir/")
     assert url is None or (url.startswith(("http://", "https://")) and len(url) <= 2048 and "#" not in url)
+
+
+def test_a_failing_named_sitemap_is_a_source_with_an_error_and_a_site_asking_to_slow_down_is_busy(
+    agent, open_loopback
+):
+    _, client = agent
+    with site() as served:
+        u = served.url
+        served.routes["/robots.txt"] = text(f"Sitemap: {u('/broken.xml')}\nSitemap: {u('/fine.xml')}\n")
+        served.routes["/broken.xml"] = text("oops", status=500)
+        served.routes["/fine.xml"] = xml(urlset(u("/ok")))
+        served.routes["/slow-down.xml"] = text("later", status=503)
+        body, _ = _map(client, u("/"))
+        busy = client.get("/v1/map", url=u("/slow-down.xml"))
+    assert (_urls(body), body["truncated_reasons"]) == ([u("/ok")], ["unreadable"])
+    assert body["sources"][0] == {
+        "url": u("/broken.xml"),
+        "kind": "sitemap",
+        "urls": 0,
+        "error": "the site answered 500",
+    }
+    assert (busy.status_code, busy.json()["code"]) == (429, "busy")
+    assert busy["Retry-After"]
