@@ -26,7 +26,7 @@ def map_options_schema() -> dict[str, Any]:
 
 
 class MapIn(Schema):
-    """``POST /v1/map``: the URL of a site, a page or a sitemap, and the map's options."""
+    """The body of POST /v1/map: the URL of a site, a page or a sitemap, and the map's options."""
 
     model_config = ConfigDict(extra="forbid")
 
