@@ -308,14 +308,19 @@ def _check_hop(url: str, hop: int) -> guard.Destination:
         ) from exc
 
 
-def _receive(url: str, response: BaseHTTPResponse, deadline: _Deadline, limit: int) -> _Answer:
+def _receive(
+    url: str, response: BaseHTTPResponse, deadline: _Deadline, limit: int, wire_limit: int | None
+) -> _Answer:
     received = _lower_headers(response)
     codings = decoding.codings(received)
-    raw = _read_raw(response, decoding.slack(limit) if codings else limit, deadline)
+    wire = decoding.slack(limit) if codings else limit
+    raw = _read_raw(response, wire if wire_limit is None else min(wire, wire_limit), deadline)
     return _Answer(url, response.status, received, decoding.decode(raw, codings, limit, deadline))
 
 
-def _follow(url: str, extra: dict[str, str], deadline: _Deadline, limit: int) -> _Answer:
+def _follow(
+    url: str, extra: dict[str, str], deadline: _Deadline, limit: int, wire_limit: int | None = None
+) -> _Answer:
     current, origin = url, None
     for hop in range(MAX_REDIRECTS + 1):
         destination = _check_hop(current, hop)
@@ -329,7 +334,7 @@ def _follow(url: str, extra: dict[str, str], deadline: _Deadline, limit: int) ->
                 else None
             )
             if target is None:
-                return _receive(current, response, deadline, limit)
+                return _receive(current, response, deadline, limit, wire_limit)
         current = target
     raise FetchError(
         Outcome.BLOCKED,
@@ -375,11 +380,14 @@ def download(
     headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
     max_bytes: int | None = None,
+    max_wire_bytes: int | None = None,
 ) -> Download:
     """GET ``url`` through the guard, following up to five redirects, within the deadline.
 
     ``timeout`` and ``max_bytes`` default to ``SIFT_FETCH_TIMEOUT`` and ``SIFT_FETCH_MAX_BYTES``;
     robots.txt asks for less, and a fetch that waited for its host's turn has less time left.
+    ``max_bytes`` counts the body once its content codings are undone; ``max_wire_bytes``, if
+    given, also caps the bytes read off the wire (a sitemap: its wire and uncompressed caps differ).
 
     Raises ``FetchError`` only: ``blocked``, ``timeout``, ``too_long``, ``unsupported``,
     ``upstream_5xx`` (no upstream status: the site could not be reached or sent garbage) and
@@ -391,7 +399,7 @@ def download(
     limit = int(settings.SIFT_FETCH_MAX_BYTES) if max_bytes is None else max_bytes
     with _Deadline(seconds) as deadline:
         try:
-            answer = _follow(url, extra, deadline, limit)
+            answer = _follow(url, extra, deadline, limit, max_wire_bytes)
         except _LIBRARY_ERRORS as exc:
             raise _library_failure(exc, deadline) from exc
     content_type, charset = parse.content_type(answer.headers.get("content-type"))

@@ -68,22 +68,27 @@ def interval() -> float:
 
 
 @contextmanager
-def turn(url: str, *, since: float | None, wait: bool) -> Iterator[float | None]:
+def turn(
+    url: str, *, since: float | None, wait: bool, least: float = 0.0, until: float | None = None
+) -> Iterator[float | None]:
     """Hold ``url``'s host's turn for the block; yield the download's timeout.
 
     ``since`` is when the fetch's politeness began (its start, if robots.txt was read first),
     ``None`` if nothing came before the turn. The time spent since then comes out of the fetch
     deadline: the block gets what is left of ``SIFT_FETCH_TIMEOUT`` (``None``: all of it). With
-    ``wait``, the fetch waits while its turn comes within the first half of the deadline;
-    otherwise, or past that, ``HostNotDue``.
+    ``wait``, the fetch waits while its turn comes within the first half of the deadline (or by
+    ``until``, a ``time.monotonic()`` value, when given); otherwise, or past that, ``HostNotDue``.
+    ``least`` raises the interval for this request (a site's ``Crawl-delay``, for ``robots: true``).
     """
-    seconds = interval()
+    seconds = max(interval(), least)
     if seconds <= 0:
         yield _left(since)
         return
     begin = time.monotonic() if since is None else since
     host = host_of(url)
-    _wait_for_turn(host, seconds, begin + float(settings.SIFT_FETCH_TIMEOUT) / 2 if wait else None)
+    if wait and until is None:
+        until = begin + float(settings.SIFT_FETCH_TIMEOUT) / 2
+    _wait_for_turn(host, seconds, until if wait else None)
     try:
         yield _left(begin)
     finally:

@@ -52,10 +52,9 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
     outcome = "ok"
     try:
         start = slices.start_of(target, caller=caller)  # a bad cursor is refused before any request
-        if target.options.robots:
-            robots.check(target.url, partition)
+        delay = robots.check(target.url, partition) if target.options.robots else 0.0
         since = started if target.options.robots else None  # robots.txt came out of the deadline
-        turn = functools.partial(hosts.turn, target.url, since=since, wait=wait_for_host)
+        turn = functools.partial(hosts.turn, target.url, since=since, wait=wait_for_host, least=delay)
         source = _obtain(target, partition, turn)
         return _envelope(target, source, started, start, caller)
     except FetchError as exc:

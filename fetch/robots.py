@@ -11,6 +11,7 @@ can be read.
 from __future__ import annotations
 
 import dataclasses
+import math
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
@@ -25,6 +26,8 @@ ROBOT_NAME = client.USER_AGENT.split("/", 1)[0]
 # Larger than the 500 KiB the robots.txt standard asks crawlers to read.
 MAX_BYTES = 512 * 1024
 TIMEOUT_SECONDS = 5.0
+# A site's Crawl-delay counts up to this long: a larger one would stall every request to it.
+MAX_CRAWL_DELAY = 60.0
 DISALLOWED_HINT = (
     "The site's robots.txt asks sift (or every crawler) not to fetch this path; "
     "choose another page, or fetch without robots: true if the site's owner allows it."
@@ -52,12 +55,24 @@ def partition_of(partition: str) -> str:
     return cache.kind_partition("robots", partition)
 
 
-def check(url: str, partition: str) -> None:
-    """Raise ``blocked`` unless the site's robots.txt lets ``sift`` fetch ``url``."""
-    if not _rules(url, partition).can_fetch(url, ROBOT_NAME):
+def check(url: str, partition: str) -> float:
+    """Raise ``blocked`` unless the site's robots.txt lets ``sift`` fetch ``url``; answer the
+    site's crawl delay (``crawl_delay``), the least interval of its ``robots: true`` requests."""
+    found = rules(url, partition)
+    if not found.can_fetch(url, ROBOT_NAME):
         raise FetchError(
             Outcome.BLOCKED, "the site's robots.txt disallows this URL for sift", DISALLOWED_HINT
         )
+    return crawl_delay(found)
+
+
+def crawl_delay(found: Protego) -> float:
+    """The ``Crawl-delay`` of the group for ``sift`` (or ``*``) in seconds, at most
+    ``MAX_CRAWL_DELAY``; 0 when the site names none."""
+    delay = found.crawl_delay(ROBOT_NAME)
+    if delay is None or not math.isfinite(delay) or delay <= 0:
+        return 0.0
+    return min(float(delay), MAX_CRAWL_DELAY)
 
 
 def timeout() -> float:
@@ -65,7 +80,8 @@ def timeout() -> float:
     return min(TIMEOUT_SECONDS, float(settings.SIFT_FETCH_TIMEOUT) / 2)
 
 
-def _rules(url: str, partition: str) -> Protego:
+def rules(url: str, partition: str) -> Protego:
+    """The rules of ``url``'s site, from the cache or read now; ``blocked`` when unreadable."""
     where, kept_in = robots_url(url), partition_of(partition)
     copy = cache.lookup(kept_in, where)
     if copy is not None and cache.is_fresh(copy):

@@ -248,10 +248,15 @@ def json_view(header: dict[str, Any], payload: bytes) -> Reply:
 
 def _html_module() -> ModuleType:
     """``html_text.py`` from this folder, loaded by path: ``-I`` keeps sift off ``sys.path``."""
-    name = "sift_html_text"
+    return _sibling("html_text")
+
+
+def _sibling(stem: str) -> ModuleType:
+    """``<stem>.py`` from this folder, loaded by path once."""
+    name = f"sift_{stem}"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("html_text.py"))
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{stem}.py"))
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -288,6 +293,9 @@ OPS: dict[str, Callable[[dict[str, Any], bytes], Reply]] = {
     "json": json_view,
     "html": html_page,
     "ping": _ping,
+    # Sitemaps and a page's links, for /v1/map (sitemap_parse.py).
+    "sitemap": lambda header, payload: _sibling("sitemap_parse").sitemap(header, payload),
+    "links": lambda header, payload: _sibling("sitemap_parse").links(header, payload),
 }
 
 
@@ -343,6 +351,7 @@ def main() -> None:
     import pypdfium2  # noqa: F401, PLC0415
 
     _html_module()
+    _sibling("sitemap_parse")
     # Started with an empty environment; Python itself may add LC_CTYPE (locale coercion).
     # jq's $ENV and env read this process's environment: leave nothing in it.
     os.environ.clear()

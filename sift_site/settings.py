@@ -213,6 +213,8 @@ SIFT_RENDER_CHROMIUM = env_str("SIFT_RENDER_CHROMIUM", "/usr/bin/chromium")
 SIFT_RENDER_SLOTS = env_int("SIFT_RENDER_SLOTS", 1, minimum=1)
 SIFT_RENDER_TIMEOUT = env_duration("SIFT_RENDER_TIMEOUT", "20s")
 SIFT_RENDER_MAX_MEMORY = env_bytes("SIFT_RENDER_MAX_MEMORY", "1GiB")
+# /v1/map and MCP's map (docs/mapping.md): the deadline of one whole map, every file included.
+SIFT_MAP_TIMEOUT = env_duration("SIFT_MAP_TIMEOUT", "60s")
 
 # --- logging --------------------------------------------------------------------------------
 

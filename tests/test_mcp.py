@@ -121,7 +121,7 @@ def _refusal(result: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("mode", ERAS)
-def test_the_five_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server, agent, mode):
+def test_the_six_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server, agent, mode):
     _, client = agent
 
     async def body(mcp: Client) -> tuple[str, Any]:
@@ -131,7 +131,7 @@ def test_the_five_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server
     eras = {"auto": MODERN_PROTOCOL_VERSIONS, "legacy": HANDSHAKE_PROTOCOL_VERSIONS}
     assert version in eras[mode]
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == {"fetch", "batch_submit", "batch_get", "batch_cancel", "batch_list"}
+    assert set(tools) == {"fetch", "map", "batch_submit", "batch_get", "batch_cancel", "batch_list"}
     fetch = tools["fetch"].input_schema
     assert fetch["required"] == ["url"]
     assert set(fetch["properties"]) == {
@@ -438,7 +438,7 @@ KNOWN_CODES = {
 )
 def test_any_arguments_answer_a_result_or_a_coded_refusal_never_an_internal_error(agent, name, arguments):
     caller, _ = agent
-    if name == "fetch":
+    if name in ("fetch", "map"):
         # Only ever a refused address: the guard answers before any connection is tried.
         arguments = {**arguments, "url": "http://127.0.0.2/"}
     if "wait" in arguments:

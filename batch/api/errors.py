@@ -73,6 +73,18 @@ _FETCH_SHAPE_HINT = (
 )
 
 
+_MAP_SHAPE_HINT = (
+    "Check the request against /v1/docs; a map is GET /v1/map?url=https://... "
+    'or POST {"url": "https://...", "options": {"limit": 100}}.'
+)
+
+
+def _shape_hint(path: str) -> str:
+    if path.startswith("/v1/fetch"):
+        return _FETCH_SHAPE_HINT
+    return _MAP_SHAPE_HINT if path.startswith("/v1/map") else _BATCH_SHAPE_HINT
+
+
 def on_validation_error(api: NinjaAPI, request: HttpRequest, exc: ValidationError) -> HttpResponse:
     details = [
         {"field": ".".join(str(p) for p in e["loc"][1:] if p != "payload") or "body", "message": e["msg"]}
@@ -82,7 +94,7 @@ def on_validation_error(api: NinjaAPI, request: HttpRequest, exc: ValidationErro
     refused = Refused(
         Refusal.INVALID_REQUEST,
         f"{first['field']}: {first['message']}",
-        _FETCH_SHAPE_HINT if request.path_info.startswith("/v1/fetch") else _BATCH_SHAPE_HINT,
+        _shape_hint(request.path_info),
         details=details,
     )
     return error_response(api, request, refused)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from batch.errors import Refusal, Refused
+from fetch.map_options import MapRequest, parse_map_request
 from fetch.targets import InvalidTarget, Target, parse_target, parse_targets
 
 
@@ -49,4 +50,22 @@ def validate_target(raw_target: object) -> Target:
             f"{exc.field}: {exc.message}",
             exc.hint,
             details=[{"field": exc.field, "message": exc.message}],
+        ) from None
+
+
+def validate_map(url: object, options: object) -> MapRequest:
+    """The URL and options of a map, or ``invalid_request`` naming the field (REST and MCP)."""
+    if options is not None and not isinstance(options, dict):
+        raise Refused(
+            Refusal.INVALID_REQUEST, "options must be an object", 'Send options as {"links": true}.'
+        )
+    try:
+        return parse_map_request(url, options or {})
+    except InvalidTarget as exc:
+        field = exc.field if exc.field == "url" else f"options.{exc.field}"
+        raise Refused(
+            Refusal.INVALID_REQUEST,
+            f"{field}: {exc.message}",
+            exc.hint,
+            details=[{"field": field, "message": exc.message}],
         ) from None

@@ -15,6 +15,7 @@ from batch.api.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
 from batch.api.schemas import targets_schema
 from batch.models import JOB_ID_PATTERN, MAX_DB_INT
 from fetch.limits import MAX_URL_CHARS
+from fetch.map_options import map_option_schemas
 from fetch.options import option_schemas, url_schema
 
 JOB_ID_PROPERTY = {
@@ -54,6 +55,27 @@ def fetch_description() -> str:
 def fetch_arguments() -> dict[str, Any]:
     """A target's URL and, beside it, its options (a null is "not given")."""
     return _object({"url": url_schema(), **option_schemas()}, ("url",))
+
+
+def map_description() -> str:
+    per_job = settings.SIFT_BATCH_TARGETS_PER_JOB
+    return (
+        "List the pages of a web site, to read many of them: give the site's URL (or a page of it, "
+        "or a sitemap itself) and get back its URLs, from the sitemaps its robots.txt names (else "
+        "/sitemap.xml), each with lastmod when the sitemap gives it; links: true adds the links of "
+        "the given page (only that page). Only the site's own host unless subdomains: true; narrow "
+        "with include and exclude (RE2 on the path, e.g. '^/docs/'), rank with search (words the "
+        "URL or its sitemap entry holds, best first), and cap with limit. When truncated is true, "
+        "more URLs existed: truncated_reasons says why (narrow with include or search, or raise "
+        "limit). To go on, pick the URLs you need and read them with batch_submit, at most "
+        f"{per_job} per job (then batch_get with wait), or one at a time with fetch. An empty map "
+        "carries a hint: try links: true, or fetch the page and follow its links."
+    )
+
+
+def map_arguments() -> dict[str, Any]:
+    """The site's URL and, beside it, the map's options (a null is "not given")."""
+    return _object({"url": url_schema(), **map_option_schemas()}, ("url",))
 
 
 def submit_description() -> str:

@@ -26,10 +26,12 @@ from batch.api.auth import ensure_batch_enabled
 from batch.api.callbacks import validate_callback_url
 from batch.api.errors import fetch_error_body, refusal_body
 from batch.api.idempotency import validate_idempotency_key
+from batch.api.map_schemas import MapAnswer
 from batch.api.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut
-from batch.api.validation import validate_target, validate_targets
+from batch.api.validation import validate_map, validate_target, validate_targets
 from batch.errors import Refusal, Refused
 from batch.fetching import fetch_for
+from batch.mapping import map_for
 from batch.mcp import inputs
 from batch.models import ApiKey
 from batch.summaries import job_summary
@@ -90,6 +92,11 @@ def fetch(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     return _shaped(FetchEnvelope, fetch_for(caller, target))
 
 
+def map_site(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
+    options = {name: value for name, value in arguments.items() if name != "url"}
+    return _shaped(MapAnswer, map_for(caller, validate_map(arguments["url"], options)))
+
+
 def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     key = validate_idempotency_key(arguments.get("idempotency_key"), name="idempotency_key")
     targets = validate_targets(arguments["targets"])
@@ -125,6 +132,15 @@ TOOLS = {
             arguments=inputs.fetch_arguments,
             output=FetchEnvelope,
             run=fetch,
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=True),
+            needs_batch=False,
+        ),
+        Tool(
+            name="map",
+            describe=inputs.map_description,
+            arguments=inputs.map_arguments,
+            output=MapAnswer,
+            run=map_site,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=True),
             needs_batch=False,
         ),
