@@ -30,6 +30,11 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
+try:
+    from fetch.page_kinds import MAIN_KEEPS, main_element
+except ImportError:  # the sandbox child loads this file by path, with page_kinds.py beside it
+    from sift_page_kinds import MAIN_KEEPS, main_element  # type: ignore[no-redef]
+
 # trafilatura's own "too short to be the main text" threshold (MIN_EXTRACTED_SIZE).
 SHORT_MAIN_CHARS = 250
 SHORT_RATIO = 4
@@ -129,6 +134,8 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
     whole = _whole_page_instead(tree, content, markdown=markdown)
     if whole:
         return whole
+    if kind == "page":
+        content = _main_element_instead(tree, content, markdown=markdown) or content
     peers = peer_items(tree, content) if kind in ("article", "forum") else None
     if peers:
         content = "\n\n".join(whole_page_text(item, markdown=markdown) for item in peers)
@@ -190,6 +197,16 @@ def _whole_page_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: 
     # A short extract from a page with much more text is a guess gone wrong (a cookie
     # banner, a caption): the whole page serves the agent better.
     return whole if len(whole) > SHORT_RATIO * len(content) else None
+
+
+def _main_element_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: bool) -> str | None:
+    """The text of the page's one main element (fetch/page_kinds.py) when it holds at least
+    ``MAIN_KEEPS`` of trafilatura's reading ``content``."""
+    main = main_element(tree)
+    if main is None:
+        return None
+    text = whole_page_text(main, markdown=markdown)
+    return text if len(text) >= MAIN_KEEPS * len(content) else None
 
 
 def peer_items(tree: lxml.html.HtmlElement, content: str) -> list[lxml.html.HtmlElement] | None:

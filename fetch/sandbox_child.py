@@ -247,11 +247,16 @@ def json_view(header: dict[str, Any], payload: bytes) -> Reply:
 
 
 def _html_module() -> ModuleType:
-    """``html_text.py`` from this folder, loaded by path: ``-I`` keeps sift off ``sys.path``."""
-    name = "sift_html_text"
+    """``html_text.py`` from this folder, loaded by path: ``-I`` keeps sift off ``sys.path``.
+    ``page_kinds.py``, which it imports, is loaded first the same way."""
+    _module_by_path("sift_page_kinds", "page_kinds.py")
+    return _module_by_path("sift_html_text", "html_text.py")
+
+
+def _module_by_path(name: str, filename: str) -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("html_text.py"))
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(filename))
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
