@@ -31,9 +31,9 @@ import trafilatura
 from lxml import etree
 
 try:
-    from fetch.page_kinds import MAIN_KEEPS, main_element
+    from fetch.page_kinds import MAIN_KEEPS, MAIN_KEEPS_ARTICLE, main_element
 except ImportError:  # the sandbox child loads this file by path, with page_kinds.py beside it
-    from sift_page_kinds import MAIN_KEEPS, main_element  # type: ignore[no-redef]
+    from sift_page_kinds import MAIN_KEEPS, MAIN_KEEPS_ARTICLE, main_element  # type: ignore[no-redef]
 
 # trafilatura's own "too short to be the main text" threshold (MIN_EXTRACTED_SIZE).
 SHORT_MAIN_CHARS = 250
@@ -90,6 +90,7 @@ _KIND_TYPES = (
     ("article", frozenset({"Article", "NewsArticle", "BlogPosting", "ReportageNewsArticle",
                            "AnalysisNewsArticle", "OpinionNewsArticle", "Report", "LiveBlogPosting"})),
 )  # fmt: skip
+_ARTICLE_TYPES = dict(_KIND_TYPES)["article"]
 # Bounded, so that a hostile script of many unclosed "@type" values costs linear time.
 _LD_TYPE = re.compile(r'"@type"\s*:\s*(\[[^\]]{0,300}\]|"[^"]{0,200}")')
 _QUOTED = re.compile(r'"([^"]+)"')
@@ -134,8 +135,8 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
     whole = _whole_page_instead(tree, content, markdown=markdown)
     if whole:
         return whole
-    if kind == "page":
-        content = _main_element_instead(tree, content, markdown=markdown) or content
+    if kind == "page" or (kind == "article" and not _schema_types(tree) & _ARTICLE_TYPES):
+        content = _main_element_instead(tree, content, markdown=markdown, kind=kind) or content
     peers = peer_items(tree, content) if kind in ("article", "forum") else None
     if peers:
         content = "\n\n".join(whole_page_text(item, markdown=markdown) for item in peers)
@@ -199,14 +200,18 @@ def _whole_page_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: 
     return whole if len(whole) > SHORT_RATIO * len(content) else None
 
 
-def _main_element_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: bool) -> str | None:
+def _main_element_instead(
+    tree: lxml.html.HtmlElement, content: str, *, markdown: bool, kind: str
+) -> str | None:
     """The text of the page's one main element (fetch/page_kinds.py) when it holds at least
-    ``MAIN_KEEPS`` of trafilatura's reading ``content``."""
+    ``MAIN_KEEPS`` of trafilatura's reading ``content`` (``MAIN_KEEPS_ARTICLE`` of it on a page
+    that calls itself an article only by its ``og:type``)."""
     main = main_element(tree)
     if main is None:
         return None
     text = whole_page_text(main, markdown=markdown)
-    return text if len(text) >= MAIN_KEEPS * len(content) else None
+    keeps = MAIN_KEEPS if kind == "page" else MAIN_KEEPS_ARTICLE
+    return text if len(text) >= keeps * len(content) else None
 
 
 def peer_items(tree: lxml.html.HtmlElement, content: str) -> list[lxml.html.HtmlElement] | None:

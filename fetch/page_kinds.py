@@ -25,6 +25,10 @@ import lxml.html
 # The main element is preferred when its text is at least this share of trafilatura's reading
 # (below it, the element is a part of the page, not its content).
 MAIN_KEEPS = 0.8
+# On a page that calls itself an article only by its og:type (many sites put it on every page),
+# the main element is preferred when it holds at least this many times trafilatura's reading:
+# there the reading, tuned for articles, dropped most of a page of another kind.
+MAIN_KEEPS_ARTICLE = 2.0
 _MAIN = "//main | //*[@role='main']"
 _FURNITURE = (
     ".//nav | .//header | .//footer | .//aside | .//form | .//button | .//*[@role='navigation']"
