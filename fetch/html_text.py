@@ -5,7 +5,9 @@ First the page's kind, from what it says of itself (schema.org types, ``og:type`
 article is read by trafilatura favouring precision, and again favouring recall when the precise
 reading is short (the precise one wins unless it cut into the text); any other page (a forum
 thread, a product, documentation, a listing, a page that says nothing) by trafilatura's balanced
-reading with its fallback extractors, a forum's comments (its replies) included. On an article
+reading with its fallback extractors, a forum's comments (its replies) included. A page of no
+kind, and an article by ``og:type`` alone whose reading dropped most of it, is read from the one
+main element it marks, when it has one (fetch/page_kinds.py). On an article
 or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
 body is the content. When trafilatura finds nothing, or only a scrap of a page that holds much
 more text (an index, a form, an app shell), the whole page is flattened instead, so the agent
