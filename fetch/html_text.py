@@ -5,7 +5,9 @@ First the page's kind, from what it says of itself (schema.org types, ``og:type`
 article is read by trafilatura favouring precision, and again favouring recall when the precise
 reading is short (the precise one wins unless it cut into the text); any other page (a forum
 thread, a product, documentation, a listing, a page that says nothing) by trafilatura's balanced
-reading with its fallback extractors, a forum's comments (its replies) included. On an article
+reading with its fallback extractors, a forum's comments (its replies) included. A page of no
+kind, and an article by ``og:type`` alone whose reading dropped most of it, is read from the one
+main element it marks, when it has one (fetch/page_kinds.py). On an article
 or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
 body is the content. When trafilatura finds nothing, or only a scrap of a page that holds much
 more text (an index, a form, an app shell), the whole page is flattened instead, so the agent
@@ -29,6 +31,11 @@ from urllib.parse import urljoin, urlsplit
 import lxml.html
 import trafilatura
 from lxml import etree
+
+try:
+    from fetch.page_kinds import MAIN_KEEPS, MAIN_KEEPS_ARTICLE, main_element
+except ImportError:  # the sandbox child loads this file by path, with page_kinds.py beside it
+    from sift_page_kinds import MAIN_KEEPS, MAIN_KEEPS_ARTICLE, main_element  # type: ignore[no-redef]
 
 # trafilatura's own "too short to be the main text" threshold (MIN_EXTRACTED_SIZE).
 SHORT_MAIN_CHARS = 250
@@ -85,6 +92,7 @@ _KIND_TYPES = (
     ("article", frozenset({"Article", "NewsArticle", "BlogPosting", "ReportageNewsArticle",
                            "AnalysisNewsArticle", "OpinionNewsArticle", "Report", "LiveBlogPosting"})),
 )  # fmt: skip
+_ARTICLE_TYPES = dict(_KIND_TYPES)["article"]
 # Bounded, so that a hostile script of many unclosed "@type" values costs linear time.
 _LD_TYPE = re.compile(r'"@type"\s*:\s*(\[[^\]]{0,300}\]|"[^"]{0,200}")')
 _QUOTED = re.compile(r'"([^"]+)"')
@@ -129,6 +137,8 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
     whole = _whole_page_instead(tree, content, markdown=markdown)
     if whole:
         return whole
+    if kind == "page" or (kind == "article" and not _schema_types(tree) & _ARTICLE_TYPES):
+        content = _main_element_instead(tree, content, markdown=markdown, kind=kind) or content
     peers = peer_items(tree, content) if kind in ("article", "forum") else None
     if peers:
         content = "\n\n".join(whole_page_text(item, markdown=markdown) for item in peers)
@@ -190,6 +200,20 @@ def _whole_page_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: 
     # A short extract from a page with much more text is a guess gone wrong (a cookie
     # banner, a caption): the whole page serves the agent better.
     return whole if len(whole) > SHORT_RATIO * len(content) else None
+
+
+def _main_element_instead(
+    tree: lxml.html.HtmlElement, content: str, *, markdown: bool, kind: str
+) -> str | None:
+    """The text of the page's one main element (fetch/page_kinds.py) when it holds at least
+    ``MAIN_KEEPS`` of trafilatura's reading ``content`` (``MAIN_KEEPS_ARTICLE`` of it on a page
+    that calls itself an article only by its ``og:type``)."""
+    main = main_element(tree)
+    if main is None:
+        return None
+    text = whole_page_text(main, markdown=markdown)
+    keeps = MAIN_KEEPS if kind == "page" else MAIN_KEEPS_ARTICLE
+    return text if len(text) >= keeps * len(content) else None
 
 
 def peer_items(tree: lxml.html.HtmlElement, content: str) -> list[lxml.html.HtmlElement] | None:

@@ -247,7 +247,9 @@ def json_view(header: dict[str, Any], payload: bytes) -> Reply:
 
 
 def _html_module() -> ModuleType:
-    """``html_text.py`` from this folder, loaded by path: ``-I`` keeps sift off ``sys.path``."""
+    """``html_text.py`` from this folder, loaded by path: ``-I`` keeps sift off ``sys.path``.
+    ``page_kinds.py``, which it imports, is loaded first the same way."""
+    _sibling("page_kinds")
     return _sibling("html_text")
 
 
