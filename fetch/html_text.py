@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
@@ -102,15 +102,25 @@ class HtmlText:
     canonical_url: str | None
 
 
-def html_text(markup: str, *, url: str, markdown: bool) -> HtmlText:
-    """Main content of ``markup`` (Markdown when ``markdown``), and the page's metadata."""
+def html_text(
+    markup: str,
+    *,
+    url: str,
+    markdown: bool,
+    images: bool = False,
+    prepare: Callable[[lxml.html.HtmlElement], None] | None = None,
+) -> HtmlText:
+    """Main content of ``markup`` (Markdown when ``markdown``, with its links, and its images when
+    ``images``), and the page's metadata; ``prepare`` changes the parsed page first (``fetch.reading``)."""
     tree = _parse(markup)
     if tree is None:
         return HtmlText("", None, None, None)
+    if prepare is not None:
+        prepare(tree)
     if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
         content = whole_page_text(tree, markdown=markdown)
     else:
-        content = _main_content(tree, markdown=markdown)
+        content = _main_content(tree, markdown=markdown, images=images)
     return HtmlText(content.strip(), _title(tree), _lang(tree), _canonical_url(tree, url))
 
 
@@ -120,12 +130,12 @@ def _element_count(tree: lxml.html.HtmlElement) -> int:
     return int(tree.xpath("count(//*)"))
 
 
-def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
+def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False) -> str:
     kind = page_kind(tree)
     if kind != "article":
-        content = _trafilatura_page(tree, markdown=markdown, kind=kind)
+        content = _trafilatura_page(tree, markdown=markdown, kind=kind, images=images)
     else:
-        content = _trafilatura_main(tree, markdown=markdown)
+        content = _trafilatura_main(tree, markdown=markdown, images=images)
     whole = _whole_page_instead(tree, content, markdown=markdown)
     if whole:
         return whole
@@ -166,7 +176,7 @@ def _schema_types(tree: lxml.html.HtmlElement) -> set[str]:
     return types
 
 
-def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str) -> str:
+def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str, images: bool = False) -> str:
     """trafilatura's balanced reading, its fallback extractors included, for a page that is not
     an article; a forum's comments are its replies."""
     with TRAFILATURA_LOCK:
@@ -176,8 +186,8 @@ def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str)
             include_comments=kind == "forum",
             include_tables=True,
             include_formatting=markdown,
-            include_links=False,
-            include_images=False,
+            include_links=markdown,
+            include_images=markdown and images,
         )
     return content or ""
 
@@ -302,7 +312,7 @@ def _similar(one: frozenset[tuple[str, str]], other: frozenset[tuple[str, str]])
     return bool(union) and len(one & other) >= PEERS_ALIKE * len(union)
 
 
-def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
+def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False) -> str:
     """trafilatura's main content, favouring precision, read again favouring recall when short.
 
     Both readings skip trafilatura's own fallback extractors (``fast``). The precise reading
@@ -312,10 +322,10 @@ def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
     than ``PRECISE_KEEPS`` of it. A long precise reading is not read twice (docs/decisions.md).
     """
     with TRAFILATURA_LOCK:
-        precise = _trafilatura(tree, markdown=markdown, precision=True)
+        precise = _trafilatura(tree, markdown=markdown, precision=True, images=images)
         if len(precise) >= PRECISE_SURE_CHARS:
             return precise
-        recall = _trafilatura(tree, markdown=markdown, precision=False)
+        recall = _trafilatura(tree, markdown=markdown, precision=False, images=images)
     return choose_reading(recall, precise)
 
 
@@ -324,7 +334,9 @@ def choose_reading(recall: str, precise: str) -> str:
     return precise if len(precise) >= PRECISE_KEEPS * len(recall) else recall
 
 
-def _trafilatura(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool) -> str:
+def _trafilatura(
+    tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool, images: bool = False
+) -> str:
     # The URL is deliberately not given to trafilatura: it would write it into its log lines,
     # and sift's logs never carry a URL (docs/metrics.md).
     content = trafilatura.extract(
@@ -334,8 +346,8 @@ def _trafilatura(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool
         include_comments=False,
         include_tables=True,
         include_formatting=markdown,
-        include_links=False,
-        include_images=False,
+        include_links=markdown,
+        include_images=markdown and images,
         favor_precision=precision,
         favor_recall=not precision,
     )

@@ -247,28 +247,48 @@ def json_view(header: dict[str, Any], payload: bytes) -> Reply:
 
 
 def _html_module() -> ModuleType:
-    """``html_text.py`` from this folder, loaded by path: ``-I`` keeps sift off ``sys.path``."""
-    name = "sift_html_text"
+    """``reading.py`` from this folder (with ``html_text.py``, ``hidden.py`` and ``markdown.py``,
+    which it imports): the folder is loaded by path as the package ``fetch``, whose ``__init__``
+    holds nothing but a docstring, since ``-I`` keeps sift off ``sys.path``. Nothing else of it
+    is imported: none of these modules imports Django or the rest of sift."""
+    name = "fetch.reading"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("html_text.py"))
+    folder = Path(__file__).parent
+    spec = importlib.util.spec_from_file_location(
+        "fetch", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
     assert spec is not None
     assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["fetch"] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module(name)
 
 
 def html_page(header: dict[str, Any], payload: bytes) -> Reply:
-    """Main content of an HTML page (UTF-8 payload), with its title, language and canonical URL."""
-    page = _html_module().html_text(
-        payload.decode("utf-8", "replace"), url=str(header["url"]), markdown=bool(header["markdown"])
+    """Main content of an HTML page (UTF-8 payload), with its title, language and canonical URL,
+    what hidden text was dropped, and whether the page looks built by scripts."""
+    reading = _html_module().read_page(
+        payload.decode("utf-8", "replace"),
+        url=str(header["url"]),
+        markdown_mode=bool(header["markdown"]),
+        images=bool(header.get("images")),
+        hidden_text="keep" if header.get("hidden") == "keep" else "drop",
+        rendered=bool(header.get("rendered")),
     )
+    page = reading.page
     budget = int(header["max_chars"])
     if len(page.content) > budget:
         return {"error": "too_long", "chars": len(page.content), "limit": budget}, ""
-    meta = {"title": page.title, "lang": page.lang, "canonical_url": page.canonical_url}
+    meta = {
+        "title": page.title,
+        "lang": page.lang,
+        "canonical_url": page.canonical_url,
+        "script_built": reading.script_built,
+        "hidden_chars": reading.hidden_chars,
+        "hidden_kept": reading.hidden_kept,
+    }
     return meta, page.content
 
 

@@ -1,0 +1,119 @@
+"""Text a reader of the page cannot see, dropped from a parsed page before its text is extracted.
+
+Hidden text is the usual carrier of instructions meant for an agent and not for people, so it
+never reaches the content unless the caller asks for it (docs/fetch-content.md, "Hidden text").
+A served page is judged by its markup alone: the ``hidden`` attribute, ``aria-hidden="true"``,
+an inline style that hides (``display:none``, ``visibility:hidden``/``collapse``,
+``font-size:0``, absolute or fixed positioning far off the screen), ``<template>``. A rendered
+page is judged by the browser, which marks each element its computed style hides with
+``MARK`` (``hidden_marks.js``, run in the page before its DOM is read). ``<details>`` stays (a
+reader opens it) and ``opacity:0`` alone does not hide (pages fade their text in). Comments
+never are page text: they go whatever is asked.
+
+The sandbox child imports this module with ``html_text``: standard library and lxml only.
+"""
+
+from __future__ import annotations
+
+import re
+
+import lxml.html
+from lxml import etree
+
+# Set by hidden_marks.js on every element the browser's computed style hides.
+MARK = "data-sift-hidden"
+# An inline style hides when one of its declarations says so; "!important" changes nothing here.
+_HIDING_STYLE = re.compile(
+    r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)|font-size\s*:\s*0(?:\.0*)?(?:[a-z%]+)?)"
+    r"\s*(?:!\s*important\s*)?(?:;|$)",
+    re.IGNORECASE,
+)
+_POSITIONED = re.compile(r"(?:^|;)\s*position\s*:\s*(?:absolute|fixed)\b", re.IGNORECASE)
+# A positioned element's left or top this far before the page's start (in px, em or rem) puts it
+# off the screen, where no scrolling reaches; so does a text-indent that far back.
+_OFF_SCREEN = re.compile(
+    r"(?:^|;)\s*(left|top|text-indent)\s*:\s*-\s*(\d+(?:\.\d+)?)(px|em|rem)\b", re.IGNORECASE
+)
+OFF_SCREEN_PX = 1000
+_EM_PX = 16
+_SPACES = re.compile(r"\s+")
+# Text inside these is never reader text, hidden or not: it is not counted as hidden text.
+_NOT_TEXT = ("script", "style", "noscript")
+
+
+def drop_hidden(tree: lxml.html.HtmlElement, *, rendered: bool, keep: bool = False) -> int:
+    """Remove what a reader cannot see from ``tree``; the characters of text removed.
+
+    With ``keep``, only comments go (and nothing is counted): the caller wants hidden text.
+    """
+    dropped = 0
+    for comment in tree.xpath("//comment() | //processing-instruction()"):
+        if not keep:
+            dropped += len(_SPACES.sub(" ", comment.text or "").strip())
+        _remove(comment)
+    if keep:
+        return 0
+    for element in _hidden_elements(tree, rendered=rendered):
+        dropped += _text_chars(element)
+        _remove(element)
+    return dropped
+
+
+def _hidden_elements(tree: lxml.html.HtmlElement, *, rendered: bool) -> list[lxml.html.HtmlElement]:
+    """The outermost hidden elements, in document order (an element inside one goes with it)."""
+    found: list[lxml.html.HtmlElement] = []
+    walker = etree.iterwalk(tree, events=("start",))
+    for _, element in walker:
+        if not isinstance(element.tag, str):
+            continue
+        if _is_hidden(element, rendered=rendered):
+            found.append(element)
+            walker.skip_subtree()
+    return found
+
+
+def _is_hidden(element: lxml.html.HtmlElement, *, rendered: bool) -> bool:
+    if element.tag == "template":
+        return True
+    if rendered:
+        return element.get(MARK) is not None
+    if element.get("hidden") is not None and element.get("hidden", "").lower() != "until-found":
+        return True
+    if (element.get("aria-hidden") or "").strip().lower() == "true":
+        return True
+    style = element.get("style")
+    return bool(style) and hides(style)
+
+
+def hides(style: str) -> bool:
+    """Whether an inline ``style`` hides its element's text from a reader."""
+    if _HIDING_STYLE.search(style):
+        return True
+    positioned = bool(_POSITIONED.search(style))
+    for match in _OFF_SCREEN.finditer(style):
+        pixels = float(match[2]) * (1 if match[3].lower() == "px" else _EM_PX)
+        if pixels >= OFF_SCREEN_PX and (positioned or match[1].lower() == "text-indent"):
+            return True
+    return False
+
+
+def _text_chars(element: lxml.html.HtmlElement) -> int:
+    if element.tag in _NOT_TEXT:
+        return 0
+    texts = element.xpath(".//text()[not(ancestor::script or ancestor::style or ancestor::noscript)]")
+    return len(_SPACES.sub(" ", "".join(str(text) for text in texts)).strip())
+
+
+def _remove(node: etree._Element) -> None:
+    """Remove ``node`` but not the text after it, which belongs to its parent."""
+    parent = node.getparent()
+    if parent is None:
+        return
+    tail = node.tail
+    if tail:
+        previous = node.getprevious()
+        if previous is not None:
+            previous.tail = (previous.tail or "") + tail
+        else:
+            parent.text = (parent.text or "") + tail
+    parent.remove(node)
