@@ -6,9 +6,10 @@ A served page is judged by its markup alone: the ``hidden`` attribute, ``aria-hi
 an inline style that hides (``display:none``, ``visibility:hidden``/``collapse``,
 ``font-size:0``, absolute or fixed positioning far off the screen), ``<template>``. A rendered
 page is judged by the browser, which marks each element its computed style hides with
-``MARK`` (``hidden_marks.js``, run in the page before its DOM is read). ``<details>`` stays (a
-reader opens it) and ``opacity:0`` alone does not hide (pages fade their text in). Comments
-never are page text: they go whatever is asked.
+``MARK`` (``hidden_marks.js``, run in the page before its DOM is read). What a reader opens with
+a click stays: ``<details>``, a tab's panel (``role="tabpanel"``), the panel a control names in
+``aria-controls`` (an accordion's answer); ``opacity:0`` alone does not hide (pages fade their
+text in). Comments never are page text: they go whatever is asked.
 
 The sandbox child imports this module with ``html_text``: standard library and lxml only.
 """
@@ -37,6 +38,7 @@ _OFF_SCREEN = re.compile(
 OFF_SCREEN_PX = 1000
 _EM_PX = 16
 _SPACES = re.compile(r"\s+")
+_STREAMED_SEGMENT = re.compile(r"(?:^|[^A-Za-z0-9])S:[0-9a-f]+$")
 # Text inside these is never reader text, hidden or not: it is not counted as hidden text.
 _NOT_TEXT = ("script", "style", "noscript")
 
@@ -60,16 +62,34 @@ def drop_hidden(tree: lxml.html.HtmlElement, *, rendered: bool, keep: bool = Fal
 
 
 def _hidden_elements(tree: lxml.html.HtmlElement, *, rendered: bool) -> list[lxml.html.HtmlElement]:
-    """The outermost hidden elements, in document order (an element inside one goes with it)."""
+    """The outermost hidden elements, in document order (an element inside one goes with it).
+    What a reader opens (``<details>``, a tab's panel, what a control names) is not one of them,
+    though an element inside it may be."""
     found: list[lxml.html.HtmlElement] = []
+    controlled = _controlled_ids(tree)
     walker = etree.iterwalk(tree, events=("start",))
     for _, element in walker:
         if not isinstance(element.tag, str):
             continue
-        if _is_hidden(element, rendered=rendered):
+        if not _opened_by_reader(element, controlled) and _is_hidden(element, rendered=rendered):
             found.append(element)
             walker.skip_subtree()
     return found
+
+
+def _controlled_ids(tree: lxml.html.HtmlElement) -> frozenset[str]:
+    """The ids an element of the page says it opens or shows (``aria-controls``)."""
+    return frozenset(name for value in tree.xpath("//@aria-controls") for name in str(value).split())
+
+
+def _opened_by_reader(element: lxml.html.HtmlElement, controlled: frozenset[str]) -> bool:
+    """Hidden or not, a reader opens it with a click: a ``<details>``, a tab's panel, or the
+    panel a button names in ``aria-controls`` (an accordion's answer)."""
+    return (
+        element.tag == "details"
+        or (element.get("role") or "").strip().lower() == "tabpanel"
+        or (element.get("id") or "") in controlled
+    )
 
 
 def _is_hidden(element: lxml.html.HtmlElement, *, rendered: bool) -> bool:
@@ -77,12 +97,21 @@ def _is_hidden(element: lxml.html.HtmlElement, *, rendered: bool) -> bool:
         return True
     if rendered:
         return element.get(MARK) is not None
-    if element.get("hidden") is not None and element.get("hidden", "").lower() != "until-found":
-        return True
+    if element.get("hidden") is not None:
+        return not _revealed_by_script(element)
     if (element.get("aria-hidden") or "").strip().lower() == "true":
         return True
     style = element.get("style")
     return bool(style) and hides(style)
+
+
+def _revealed_by_script(element: lxml.html.HtmlElement) -> bool:
+    """A ``hidden`` element a reader sees all the same: found by the browser's find in page
+    (``hidden="until-found"``), or a segment React streams hidden and moves into the page as it
+    loads (``<div hidden id="S:1">``, the content of most pages built with Next.js)."""
+    return element.get("hidden", "").strip().lower() == "until-found" or bool(
+        _STREAMED_SEGMENT.search(element.get("id") or "")
+    )
 
 
 def hides(style: str) -> bool:

@@ -59,6 +59,10 @@ def read_page(
 
     def prepare(tree: lxml.html.HtmlElement, keep: bool) -> None:
         found.setdefault("script_built", int(not rendered and looks_script_built(tree)))
+        if found["script_built"]:
+            # "Enable JavaScript": no text of the page, which the scripts have yet to write.
+            for notice in tree.xpath("//noscript"):
+                notice.drop_tree()
         found["hidden_chars"] = hidden.drop_hidden(tree, rendered=rendered, keep=keep)
         markdown.prepare(tree, url=url, markdown=markdown_mode)
 

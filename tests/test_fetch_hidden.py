@@ -161,3 +161,24 @@ def test_raw_mode_and_other_documents_carry_no_hidden_count(agent, httpserver, o
     assert HIDDEN[0] in raw["content"]
     assert raw["hidden_chars"] is None
     assert client.get("/v1/fetch", url=httpserver.url_for("/notes.txt")).json()["hidden_chars"] is None
+
+
+def test_what_a_reader_opens_with_a_click_stays_but_hidden_text_inside_it_goes() -> None:
+    tree = _tree(
+        "<html><body><button aria-controls='answer-1 answer-2'>Question</button>"
+        "<div id='answer-1' hidden>First answer <span style='display:none'>secret one</span></div>"
+        "<div id='answer-2' style='display:none'>Second answer</div>"
+        "<div role='tabpanel' hidden>Tab two</div>"
+        "<div id='elsewhere' hidden>secret two</div></body></html>"
+    )
+    assert drop_hidden(tree, rendered=False) == len("secret one") + len("secret two")
+    assert tree.xpath("string(//body)") == "QuestionFirst answer Second answerTab two"
+
+
+def test_a_segment_react_streams_hidden_and_text_found_in_page_stay() -> None:
+    tree = _tree(
+        "<html><body><template id='B:0'></template><div hidden id='S:0'><p>Streamed story</p></div>"
+        "<div hidden='until-found'>Found by search</div><div hidden id='XS:0z'>secret</div></body></html>"
+    )
+    assert drop_hidden(tree, rendered=False) == len("secret")
+    assert tree.xpath("string(//body)") == "Streamed storyFound by search"
