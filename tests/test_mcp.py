@@ -527,9 +527,8 @@ def test_fetch_drops_hidden_text_keeps_links_and_answers_empty_as_the_rest_api_d
         "<img src='pier.jpg' alt='The pier'></main></body></html>"
     )
     httpserver.expect_request("/lights").respond_with_data(page, content_type="text/html")
-    httpserver.expect_request("/app").respond_with_data(
-        "<html><body><div id='root'></div><script src='/app.js'></script></body></html>", content_type="text/html"
-    )
+    shell = "<html><body><div id='root'></div><script src='/app.js'></script></body></html>"
+    httpserver.expect_request("/app").respond_with_data(shell, content_type="text/html")
     url = httpserver.url_for("/lights").replace("localhost", "127.0.0.1")
     answer = call(mcp_server.url, key, "fetch", {"url": url, "images": True, "render": "auto"})
     assert not answer.is_error, answer
