@@ -14,7 +14,8 @@ still gets the text it asked for. Text mode leaves the page's title to the metad
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
 hostile page costs a limited child its memory and CPU, not a web or worker process. The child
-loads this file by path, so it imports nothing but the standard library, lxml and trafilatura.
+loads this folder by path, so this module imports nothing but the standard library, lxml and
+trafilatura; ``fetch.reading`` calls it there, with a ``prepare`` step of its own.
 ``html_text`` stays callable in-process for benchmarks and tests.
 """
 
