@@ -31,12 +31,15 @@ from fetch.targets import TargetOptions
 
 # Pages of each wcxb-dev type in the CI sample, the first of the check half (not tuned on).
 WCXB_PER_TYPE = 5
+# Listing and collection were measured again once hidden text was dropped: two of their sample
+# pages keep real content in inline display:none until a click or a script shows it (an FAQ's
+# answers, a shop's product grid), and their labels count it (docs/benchmarks.md).
 WCXB_FLOORS = {
     "article": 0.96,
-    "collection": 0.50,
+    "collection": 0.45,
     "documentation": 0.93,
     "forum": 0.50,
-    "listing": 0.88,
+    "listing": 0.79,
     "product": 0.62,
     "service": 0.80,
 }
