@@ -106,6 +106,10 @@ def test_render_auto_reads_a_page_with_text_as_served_and_holds_no_render_slot(
     )
     assert as_json.status_code == 200
     assert as_json.json()["rendered"] is None
+    # Plain text that names a root element and a script is still plain text: never rendered.
+    httpserver.expect_request("/shell.txt").respond_with_data(SHELL, content_type="text/plain")
+    as_text = client.get("/v1/fetch", url=httpserver.url_for("/shell.txt"), render="auto")
+    assert (as_text.status_code, as_text.json()["rendered"]) == (200, None)
 
 
 def test_an_empty_batch_target_fails_with_outcome_empty(agent, httpserver, open_loopback):
