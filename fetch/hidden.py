@@ -37,6 +37,10 @@ _OFF_SCREEN = re.compile(
 )
 OFF_SCREEN_PX = 1000
 _EM_PX = 16
+# The only elements that can be hidden, found by libxml2 rather than a walk in Python (which
+# makes an object of every element of the page).
+_SERVED_CANDIDATES = "//*[@hidden or @aria-hidden or @style or self::template]"
+_RENDERED_CANDIDATES = f"//*[@{MARK} or self::template]"
 _SPACES = re.compile(r"\s+")
 _STREAMED_SEGMENT = re.compile(r"(?:^|[^A-Za-z0-9])S:[0-9a-f]+$")
 # Text inside these is never reader text, hidden or not: it is not counted as hidden text.
@@ -65,16 +69,15 @@ def _hidden_elements(tree: lxml.html.HtmlElement, *, rendered: bool) -> list[lxm
     """The outermost hidden elements, in document order (an element inside one goes with it).
     What a reader opens (``<details>``, a tab's panel, what a control names) is not one of them,
     though an element inside it may be."""
-    found: list[lxml.html.HtmlElement] = []
     controlled = _controlled_ids(tree)
-    walker = etree.iterwalk(tree, events=("start",))
-    for _, element in walker:
-        if not isinstance(element.tag, str):
-            continue
-        if not _opened_by_reader(element, controlled) and _is_hidden(element, rendered=rendered):
-            found.append(element)
-            walker.skip_subtree()
-    return found
+    candidates = tree.xpath(_RENDERED_CANDIDATES if rendered else _SERVED_CANDIDATES)
+    hidden = [
+        element
+        for element in candidates
+        if not _opened_by_reader(element, controlled) and _is_hidden(element, rendered=rendered)
+    ]
+    chosen = set(hidden)
+    return [element for element in hidden if not any(up in chosen for up in element.iterancestors())]
 
 
 def _controlled_ids(tree: lxml.html.HtmlElement) -> frozenset[str]:

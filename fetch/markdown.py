@@ -34,6 +34,7 @@ _DATA_TARGET = re.compile(r"(!?\[[^\]\n]*\])\(\s*data:[^)\s]*\)", re.IGNORECASE)
 # Attributes where pages keep an image's address (lazy loading among them); trafilatura reads these.
 _IMAGE_SOURCES = ("src", "data-src", "data-lazy-src", "data-original")
 FOLLOWABLE = ("http", "https")
+_ABSOLUTE_HTTP = re.compile(r"https?://[^\s/?#]+(?:[/?#][^\s]*)?\Z", re.IGNORECASE)
 # A span larger than this is read as this: the table stays the size the page meant, not more.
 MAX_SPAN = 50
 
@@ -58,8 +59,12 @@ def base_url(tree: lxml.html.HtmlElement, url: str) -> str:
 def absolute_links(tree: lxml.html.HtmlElement, url: str) -> None:
     """Every link and image target absolute, or gone when it is not http(s)."""
     base = base_url(tree, url)
+    resolved: dict[str, str | None] = {}  # a page links to the same few places many times
     for link in tree.xpath("//a[@href]"):
-        target = _absolute(base, link.get("href", ""))
+        href = link.get("href", "")
+        if href not in resolved:
+            resolved[href] = _absolute(base, href)
+        target = resolved[href]
         if target is None:  # its text stays, as text
             del link.attrib["href"]
             link.tag = "span"
@@ -78,6 +83,8 @@ def _absolute(base: str, href: str) -> str | None:
     href = href.strip()
     if not href:
         return None
+    if _ABSOLUTE_HTTP.match(href):
+        return href  # most links of a page: nothing to resolve
     try:
         target = urljoin(base, href)
         scheme = urlsplit(target).scheme.lower()

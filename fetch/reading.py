@@ -32,8 +32,11 @@ _RUNNABLE_SCRIPT = (
     "//script[not(@type) or @type='' or @type='module' or contains(translate(@type, 'JAVSCRIPT', "
     "'javscript'), 'javascript')]"
 )
+# The first texts of the body outside scripts and styles: enough to count SCRIPT_BUILT_MAX_WORDS
+# words on any page that has them, without making an object of every text of a long one.
 _VISIBLE_TEXT = (
-    "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]"
+    "(//body//text()[normalize-space() and not(ancestor::script or ancestor::style"
+    " or ancestor::noscript or ancestor::template)])[position() <= 200]"
 )
 # An element scripts fill: an empty block with an id (<div id="root">), or an empty custom
 # element (<app-root>).
@@ -89,11 +92,9 @@ def has_words(text: str) -> bool:
 def looks_script_built(tree: lxml.html.HtmlElement) -> bool:
     """Whether the served page looks built by scripts: little text, a script that runs, and an
     empty element for it to fill (or a ``<noscript>`` asking for JavaScript)."""
-    if not tree.xpath(_RUNNABLE_SCRIPT):
-        return False
     words = 0
     for text in tree.xpath(_VISIBLE_TEXT):
         words += len(_WORD.findall(str(text)))
         if words >= SCRIPT_BUILT_MAX_WORDS:
             return False
-    return bool(tree.xpath(_MOUNT) or tree.xpath("//noscript"))
+    return bool(tree.xpath(_RUNNABLE_SCRIPT)) and bool(tree.xpath(_MOUNT) or tree.xpath("//noscript"))
