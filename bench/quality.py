@@ -15,7 +15,7 @@ then averaged per page type:
 Both extractors run in this one process, one page after the other: sift in text mode through
 ``fetch.extract.extract`` (in the sandbox child, as the service runs it), and trafilatura called
 directly with its defaults. ``--cpu`` adds the CPU milliseconds per page of each in one process
-(sift's ``html_text`` on the decoded page, what the child runs, and trafilatura on the bytes).
+(sift's ``read_page`` on the decoded page, what the child runs, and trafilatura on the bytes).
 bench/extract.py measures the service's rates.
 
     .venv/bin/python -m bench.quality [--data DIR] [--sets articles,pages,wcxb]
@@ -42,7 +42,7 @@ import trafilatura
 
 from bench import data
 from bench.extract import sift
-from fetch.html_text import html_text
+from fetch.reading import read_page
 from fetch.sniff import clean_text, decode_text
 
 PAGES = Path(__file__).resolve().parent / "pages"
@@ -121,7 +121,16 @@ def trafilatura_direct(body: bytes, url: str) -> str:
 
 
 def sift_in_process(body: bytes, url: str) -> str:
-    return html_text(clean_text(decode_text(body, None)), url=url, markdown=False).content
+    """What the sandbox child runs on a page (``read_page``: hidden text, spans, then ``html_text``)."""
+    page = read_page(
+        clean_text(decode_text(body, None)),
+        url=url,
+        markdown_mode=False,
+        images=False,
+        hidden_text="drop",
+        rendered=False,
+    ).page
+    return page.content
 
 
 def scores(fn: Extractor, pages: list[LabelledPage]) -> list[Score]:

@@ -35,6 +35,7 @@ from fetch.targets import TargetOptions
 # sliced: more cannot be read at all (too_long). Text documents are bounded by FETCH_MAX_BYTES.
 READABLE_CHARS = 10_000_000
 _PDF_PAGE = re.compile(r"^## Page (\d+)$", re.MULTILINE)
+_WORD = re.compile(r"\w")
 DEFAULT_MEDIA_TYPES = {
     "html": "text/html",
     "pdf": "application/pdf",
@@ -76,13 +77,20 @@ class Extracted:
     # The version of the whole text, before grep and question; where their matches lie in it.
     content_sha256: str | None = None
     spans: list[Span] | None = None
+    # An HTML page read for its text: how much hidden text was dropped (or whether it was kept
+    # for want of any other), whether the whole text holds no word, whether it looks script-built.
+    hidden_chars: int | None = None
+    hidden_kept: bool = False
+    wordless: bool = False
+    script_built: bool = False
 
     def meta(self) -> dict[str, Any]:
         """``title`` always; ``lang``, ``canonical_url``, ``pages_total``, ``pages``,
-        ``matches`` and ``passages`` where they apply."""
-        optional = ("lang", "canonical_url", "pages_total", "pages", "matches", "passages")
+        ``matches``, ``passages`` and ``hidden_chars`` where they apply; ``hidden_kept`` when true."""
+        optional = ("lang", "canonical_url", "pages_total", "pages", "matches", "passages", "hidden_chars")
         fields = {name: getattr(self, name) for name in optional}
-        return {"title": self.title, **{k: v for k, v in fields.items() if v is not None}}
+        kept = {"hidden_kept": True} if self.hidden_kept else {}
+        return {"title": self.title, **{k: v for k, v in fields.items() if v is not None}, **kept}
 
 
 def extract(
@@ -92,11 +100,15 @@ def extract(
     charset: str | None,
     url: str,
     options: TargetOptions,
+    rendered: bool = False,
 ) -> Extracted:
     """Turn ``body`` into the content ``options`` ask for.
 
     ``declared_type`` is the upstream ``Content-Type`` (parameters allowed), ``charset`` its
-    charset if known, ``url`` the final URL (for the canonical link). Raises ``FetchError``:
+    charset if known, ``url`` the final URL (for the canonical link and relative links),
+    ``rendered`` whether a browser made the body (hidden text is then what it marked). An HTML
+    page whose text holds no word comes back ``wordless`` (``refuse_empty`` says what to answer).
+    Raises ``FetchError``:
     ``unsupported``, ``invalid_request`` (an option that does not fit this document, pages past
     the end), ``too_long`` (a parser's text over ``READABLE_CHARS``), ``filter_timeout`` (a parser out of
     time), ``memory_limit`` (a parser out of memory).
@@ -112,6 +124,7 @@ def extract(
         url=url,
         options=options,
         budget=READABLE_CHARS,
+        rendered=rendered,
     )
     version = hashlib.sha256(document.content.encode("utf-8", "surrogatepass")).hexdigest()
     document = replace(document, content_sha256=version)
@@ -170,6 +183,7 @@ def _read(
     url: str,
     options: TargetOptions,
     budget: int,
+    rendered: bool,
 ) -> Extracted:
     declared = media_type(declared_type)
     if kind == "pdf":
@@ -189,19 +203,29 @@ def _read(
         typed = declared if declared in HTML_TYPES else DEFAULT_MEDIA_TYPES["html"]
         if raw:
             return Extracted(text, "html", typed)
-        return _read_html(text, typed, url=url, markdown=options.mode == "markdown", budget=budget)
+        return _read_html(text, typed, url=url, options=options, budget=budget, rendered=rendered)
     if options.jq is not None or (kind == "json" and not raw):
         return _read_json(text, kind, declared, options, budget)
     return Extracted(text, kind, declared or DEFAULT_MEDIA_TYPES[kind])
 
 
-def _read_html(text: str, typed: str, *, url: str, markdown: bool, budget: int) -> Extracted:
+def _read_html(
+    text: str, typed: str, *, url: str, options: TargetOptions, budget: int, rendered: bool
+) -> Extracted:
     """Main content and metadata of a decoded page, extracted in a sandbox child."""
     payload = text.encode("utf-8", "replace")
     cpu_seconds = HTML_CPU_SECONDS + HTML_CPU_SECONDS_PER_MIB * len(payload) / (1 << 20)
+    header = {
+        "url": url,
+        "markdown": options.mode == "markdown",
+        "images": options.images,
+        "hidden": options.hidden,
+        "rendered": rendered,
+        "max_chars": budget,
+    }
     reply, data = get_sandbox().run(
         "html",
-        {"url": url, "markdown": markdown, "max_chars": budget},
+        header,
         payload,
         cpu_seconds=cpu_seconds,
         wall_seconds=cpu_seconds * 1.5 + 2,
@@ -219,14 +243,36 @@ def _read_html(text: str, typed: str, *, url: str, markdown: bool, budget: int) 
         )
     title = clean_text(str(reply["title"])) if reply.get("title") else None
     lang, canonical_url = reply.get("lang"), reply.get("canonical_url")
+    content = clean_text(data.decode("utf-8", "replace"))
     return Extracted(
-        clean_text(data.decode("utf-8", "replace")),
+        content,
         "html",
         typed,
         title,
         str(lang) if lang else None,
         str(canonical_url) if canonical_url else None,
+        hidden_chars=int(reply.get("hidden_chars") or 0),
+        hidden_kept=bool(reply.get("hidden_kept")),
+        wordless=_WORD.search(content) is None,
+        script_built=bool(reply.get("script_built")),
     )
+
+
+def refuse_empty(document: Extracted, *, rendered: bool) -> None:
+    """``empty`` for an HTML page whose text holds no word; its hint says to render a page that
+    looks built by scripts and was not rendered."""
+    if not document.wordless:
+        return
+    if document.script_built and not rendered:
+        hint = (
+            "The page looks built by scripts (little text, an empty element for its scripts to "
+            'fill): fetch it again with render true (or render "auto").'
+        )
+    elif rendered:
+        hint = "Even rendered, the page shows no text: check the URL, or read it with mode raw."
+    else:
+        hint = Outcome.EMPTY.hint
+    raise FetchError(Outcome.EMPTY, "the page holds no text to read", hint)
 
 
 def _read_json(text: str, kind: str, declared: str, options: TargetOptions, budget: int) -> Extracted:

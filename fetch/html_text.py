@@ -16,7 +16,8 @@ still gets the text it asked for. Text mode leaves the page's title to the metad
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
 hostile page costs a limited child its memory and CPU, not a web or worker process. The child
-loads this file by path, so it imports nothing but the standard library, lxml and trafilatura.
+loads this folder by path, so this module imports nothing but the standard library, lxml and
+trafilatura; ``fetch.reading`` calls it there, with a ``prepare`` step of its own.
 ``html_text`` stays callable in-process for benchmarks and tests.
 """
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
@@ -32,10 +33,8 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-try:
-    from fetch.page_kinds import MAIN_KEEPS, MAIN_KEEPS_ARTICLE, main_element
-except ImportError:  # the sandbox child loads this file by path, with page_kinds.py beside it
-    from sift_page_kinds import MAIN_KEEPS, MAIN_KEEPS_ARTICLE, main_element  # type: ignore[no-redef]
+from fetch.page_kinds import MAIN_KEEPS, MAIN_KEEPS_ARTICLE, main_element
+from fetch.page_text import whole_page_text
 
 # trafilatura's own "too short to be the main text" threshold (MIN_EXTRACTED_SIZE).
 SHORT_MAIN_CHARS = 250
@@ -69,20 +68,6 @@ MAIN_CONTENT_MAX_ELEMENTS = 50_000
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
 _SPACES = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")
-_PREFIX_ONLY = re.compile(r"#{1,6}|-")
-# Elements whose text is never page content.
-_SKIPPED = frozenset(
-    {"script", "style", "noscript", "template", "svg", "math", "head", "iframe", "object", "canvas", "select"}
-)
-_BLOCKS = frozenset(
-    {
-        "address", "article", "aside", "blockquote", "body", "dd", "details", "div", "dl", "dt",
-        "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-        "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table",
-        "tbody", "thead", "tfoot", "tr", "ul", "caption",
-    }
-)  # fmt: skip
-_CELLS = frozenset({"td", "th"})
 # schema.org types that say what a page is, most specific kind first (page_kind).
 _KIND_TYPES = (
     ("forum", frozenset({"DiscussionForumPosting", "QAPage", "SocialMediaPosting", "Comment"})),
@@ -110,15 +95,25 @@ class HtmlText:
     canonical_url: str | None
 
 
-def html_text(markup: str, *, url: str, markdown: bool) -> HtmlText:
-    """Main content of ``markup`` (Markdown when ``markdown``), and the page's metadata."""
+def html_text(
+    markup: str,
+    *,
+    url: str,
+    markdown: bool,
+    images: bool = False,
+    prepare: Callable[[lxml.html.HtmlElement], None] | None = None,
+) -> HtmlText:
+    """Main content of ``markup`` (Markdown when ``markdown``, with its links, and its images when
+    ``images``), and the page's metadata; ``prepare`` changes the parsed page first (``fetch.reading``)."""
     tree = _parse(markup)
     if tree is None:
         return HtmlText("", None, None, None)
+    if prepare is not None:
+        prepare(tree)
     if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
-        content = whole_page_text(tree, markdown=markdown)
+        content = whole_page_text(tree, markdown=markdown, images=images)
     else:
-        content = _main_content(tree, markdown=markdown)
+        content = _main_content(tree, markdown=markdown, images=images)
     return HtmlText(content.strip(), _title(tree), _lang(tree), _canonical_url(tree, url))
 
 
@@ -128,20 +123,20 @@ def _element_count(tree: lxml.html.HtmlElement) -> int:
     return int(tree.xpath("count(//*)"))
 
 
-def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
+def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False) -> str:
     kind = page_kind(tree)
     if kind != "article":
-        content = _trafilatura_page(tree, markdown=markdown, kind=kind)
+        content = _trafilatura_page(tree, markdown=markdown, kind=kind, images=images)
     else:
-        content = _trafilatura_main(tree, markdown=markdown)
-    whole = _whole_page_instead(tree, content, markdown=markdown)
+        content = _trafilatura_main(tree, markdown=markdown, images=images)
+    whole = _whole_page_instead(tree, content, markdown=markdown, images=images)
     if whole:
         return whole
     if kind == "page" or (kind == "article" and not _schema_types(tree) & _ARTICLE_TYPES):
-        content = _main_element_instead(tree, content, markdown=markdown, kind=kind) or content
+        content = _main_element_instead(tree, content, markdown=markdown, images=images, kind=kind) or content
     peers = peer_items(tree, content) if kind in ("article", "forum") else None
     if peers:
-        content = "\n\n".join(whole_page_text(item, markdown=markdown) for item in peers)
+        content = "\n\n".join(whole_page_text(item, markdown=markdown, images=images) for item in peers)
     if not markdown:
         content = drop_title_lines(content, page_titles(tree))
     return content
@@ -176,7 +171,7 @@ def _schema_types(tree: lxml.html.HtmlElement) -> set[str]:
     return types
 
 
-def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str) -> str:
+def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str, images: bool = False) -> str:
     """trafilatura's balanced reading, its fallback extractors included, for a page that is not
     an article; a forum's comments are its replies."""
     with TRAFILATURA_LOCK:
@@ -186,24 +181,26 @@ def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str)
             include_comments=kind == "forum",
             include_tables=True,
             include_formatting=markdown,
-            include_links=False,
-            include_images=False,
+            include_links=markdown,
+            include_images=markdown and images,
         )
     return content or ""
 
 
-def _whole_page_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: bool) -> str | None:
+def _whole_page_instead(
+    tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool
+) -> str | None:
     """The whole page's text when ``content`` is a scrap of a page holding much more."""
     if len(content) >= SHORT_MAIN_CHARS:
         return None
-    whole = whole_page_text(tree, markdown=markdown)
+    whole = whole_page_text(tree, markdown=markdown, images=images)
     # A short extract from a page with much more text is a guess gone wrong (a cookie
     # banner, a caption): the whole page serves the agent better.
     return whole if len(whole) > SHORT_RATIO * len(content) else None
 
 
 def _main_element_instead(
-    tree: lxml.html.HtmlElement, content: str, *, markdown: bool, kind: str
+    tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool, kind: str
 ) -> str | None:
     """The text of the page's one main element (fetch/page_kinds.py) when it holds at least
     ``MAIN_KEEPS`` of trafilatura's reading ``content`` (``MAIN_KEEPS_ARTICLE`` of it on a page
@@ -211,7 +208,7 @@ def _main_element_instead(
     main = main_element(tree)
     if main is None:
         return None
-    text = whole_page_text(main, markdown=markdown)
+    text = whole_page_text(main, markdown=markdown, images=images)
     keeps = MAIN_KEEPS if kind == "page" else MAIN_KEEPS_ARTICLE
     return text if len(text) >= keeps * len(content) else None
 
@@ -326,7 +323,7 @@ def _similar(one: frozenset[tuple[str, str]], other: frozenset[tuple[str, str]])
     return bool(union) and len(one & other) >= PEERS_ALIKE * len(union)
 
 
-def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
+def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False) -> str:
     """trafilatura's main content, favouring precision, read again favouring recall when short.
 
     Both readings skip trafilatura's own fallback extractors (``fast``). The precise reading
@@ -336,10 +333,10 @@ def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
     than ``PRECISE_KEEPS`` of it. A long precise reading is not read twice (docs/decisions.md).
     """
     with TRAFILATURA_LOCK:
-        precise = _trafilatura(tree, markdown=markdown, precision=True)
+        precise = _trafilatura(tree, markdown=markdown, precision=True, images=images)
         if len(precise) >= PRECISE_SURE_CHARS:
             return precise
-        recall = _trafilatura(tree, markdown=markdown, precision=False)
+        recall = _trafilatura(tree, markdown=markdown, precision=False, images=images)
     return choose_reading(recall, precise)
 
 
@@ -348,7 +345,9 @@ def choose_reading(recall: str, precise: str) -> str:
     return precise if len(precise) >= PRECISE_KEEPS * len(recall) else recall
 
 
-def _trafilatura(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool) -> str:
+def _trafilatura(
+    tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool, images: bool = False
+) -> str:
     # The URL is deliberately not given to trafilatura: it would write it into its log lines,
     # and sift's logs never carry a URL (docs/metrics.md).
     content = trafilatura.extract(
@@ -358,8 +357,8 @@ def _trafilatura(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool
         include_comments=False,
         include_tables=True,
         include_formatting=markdown,
-        include_links=False,
-        include_images=False,
+        include_links=markdown,
+        include_images=markdown and images,
         favor_precision=precision,
         favor_recall=not precision,
     )
@@ -453,43 +452,3 @@ def _canonical_url(tree: lxml.html.HtmlElement, url: str) -> str | None:
         if urlsplit(absolute).scheme in ("http", "https"):
             return absolute
     return None
-
-
-def whole_page_text(tree: lxml.html.HtmlElement, *, markdown: bool) -> str:
-    """Every visible text of the page, one block a paragraph (headings and items marked up)."""
-    blocks: list[str] = []
-    line: list[str] = []
-
-    def flush() -> None:
-        text = _SPACES.sub(" ", "".join(line)).strip().removesuffix(" |")
-        line.clear()
-        if text and not _PREFIX_ONLY.fullmatch(text):
-            blocks.append(text)
-
-    walker = etree.iterwalk(tree, events=("start", "end"))
-    for event, element in walker:
-        tag = element.tag if isinstance(element.tag, str) else ""
-        if event == "start":
-            if tag in _SKIPPED:
-                walker.skip_subtree()
-                continue
-            if tag in _BLOCKS or tag == "br":
-                flush()
-            line.append(_block_prefix(tag, markdown))
-            line.append(element.text or "")
-            continue
-        if tag in _BLOCKS:
-            flush()
-        elif tag in _CELLS:
-            line.append(" | ")
-        line.append(element.tail or "")
-    flush()
-    return "\n\n".join(blocks)
-
-
-def _block_prefix(tag: str, markdown: bool) -> str:
-    if markdown and len(tag) == 2 and tag[0] == "h" and tag[1] in "123456":
-        return "#" * int(tag[1]) + " "
-    if markdown and tag == "li":
-        return "- "
-    return ""

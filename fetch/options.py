@@ -31,6 +31,7 @@ SHA256_PATTERN = r"^[0-9a-f]{64}$"
 # Past any text sift reads (FETCH_MAX_BYTES bounds it), and a number every JSON column stores.
 MAX_OFFSET = 2**31 - 1
 Mode = Literal["markdown", "text", "raw"]
+Hidden = Literal["drop", "keep"]
 # A necessary condition only: the page ranges themselves are read by parse_pages.
 PAGES_PATTERN = r"^[0-9,\-\s]+$"
 _PAGES = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$", re.ASCII)
@@ -102,10 +103,21 @@ class TargetOptions(BaseModel):
         description="Seconds: a cached copy older than this is not answered as it is (it is "
         "revalidated or fetched again); 0 always asks the site. Default: the cache TTL.",
     )
-    render: bool = Field(
+    render: bool | Literal["auto"] = Field(
         default=False,
-        description="Run the page's scripts in a headless browser and read the rendered page "
-        "(for pages built by JavaScript; slower).",
+        description="true: run the page's scripts in a headless browser and read the rendered page "
+        '(for pages built by JavaScript; slower). "auto": read the page as served, and render it '
+        "only when it looks built by scripts (never a PDF, JSON or text); rendered says whether it was.",
+    )
+    images: bool = Field(
+        default=False,
+        description="In markdown mode, keep the main content's images as ![alt](absolute URL).",
+    )
+    hidden: Hidden = Field(
+        default="drop",
+        description="drop (default): text a reader of the page cannot see (hidden, aria-hidden, "
+        "display:none and the like; on a rendered page, what its computed style hides) is left out, "
+        "and counted in hidden_chars; keep: read it too.",
     )
     robots: bool = Field(
         default=False,
@@ -177,11 +189,21 @@ def known_options() -> dict[str, dict[str, Any]]:
 
 
 def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without its null branch; an option of two types (``render``) keeps an ``anyOf``
+    of them, its string branch an ``enum``, as every string option with fixed values has."""
     kept = {k: v for k, v in schema.items() if k not in ("title", "anyOf") and (k, v) != ("default", None)}
-    for branch in schema.get("anyOf", []):
-        if branch != {"type": "null"}:
-            kept.update(branch)
+    branches = [_as_enum(branch) for branch in schema.get("anyOf", []) if branch != {"type": "null"}]
+    if len(branches) == 1:
+        kept.update(branches[0])
+    elif branches:
+        kept["anyOf"] = branches
     return kept
+
+
+def _as_enum(branch: dict[str, Any]) -> dict[str, Any]:
+    if "const" not in branch:
+        return branch
+    return {"type": branch["type"], "enum": [branch["const"]]}
 
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:

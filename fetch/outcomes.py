@@ -42,6 +42,12 @@ class Outcome(StrEnum):
         "The document is too large to read at all: ask for fewer pages, select less with jq, or "
         "send a smaller document (long text comes in slices, never too_long).",
     )
+    EMPTY = (
+        "empty",
+        422,
+        "The page holds no text to read: check the URL, or fetch it with render true if its text "
+        "is built by scripts.",
+    )
     DOCUMENT_CHANGED = (
         "document_changed",
         409,

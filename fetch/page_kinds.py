@@ -5,14 +5,14 @@ a listing, a documentation page) is often built of many short sections: plans an
 grid of items, feature blocks. trafilatura, looking for running text, drops most of them. When
 the page marks its main content itself, with exactly one ``<main>`` element (or one element of
 role ``main``), that element is the content: its navigation, header, footer, asides, forms,
-buttons, hidden parts and blocks named as page furniture (breadcrumbs, share and social bars,
+buttons and blocks named as page furniture (breadcrumbs, share and social bars,
 related links, cookie and newsletter boxes, pagination, links to the previous and next post,
 comments) are left out. ``html_text``
 prefers it to trafilatura's reading when it holds at least ``MAIN_KEEPS`` of that reading's
-text (docs/fetch-content.md).
+text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
+(``fetch.hidden``).
 
-The sandbox child loads this file by path beside ``html_text.py``: it imports nothing but the
-standard library and lxml.
+The sandbox child runs it: it imports nothing but the standard library and lxml.
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ MAIN_KEEPS = 0.8
 # there the reading, tuned for articles, dropped most of a page of another kind.
 MAIN_KEEPS_ARTICLE = 2.0
 _MAIN = "//main | //*[@role='main']"
-_FURNITURE = (
-    ".//nav | .//header | .//footer | .//aside | .//form | .//button | .//*[@role='navigation']"
-    " | .//*[@aria-hidden='true'] | .//*[@hidden]"
-)
+_FURNITURE = ".//nav | .//header | .//footer | .//aside | .//form | .//button | .//*[@role='navigation']"
 # Class or id words of page furniture inside a main element.
 _FURNITURE_NAMES = re.compile(
     r"breadcrumb|share|social|related|cookie|newsletter|subscribe|signup|sign-up|skip|sidebar"

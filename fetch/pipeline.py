@@ -20,7 +20,7 @@ from django.utils import timezone
 from fetch import cache, client, gate, headers, hosts, metrics, render, robots, sandbox, slices
 from fetch.cache import CacheState
 from fetch.errors import FetchError
-from fetch.extract import extract
+from fetch.extract import Extracted, extract, refuse_empty
 from fetch.limits import EXTRACT_GRACE_SECONDS
 from fetch.models import CachedDocument
 from fetch.outcomes import Outcome
@@ -56,7 +56,13 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
         since = started if target.options.robots else None  # robots.txt came out of the deadline
         turn = functools.partial(hosts.turn, target.url, since=since, wait=wait_for_host, least=delay)
         source = _obtain(target, partition, turn)
-        return _envelope(target, source, started, start, caller)
+        document = _extract(target, source, started)
+        if target.options.render == "auto" and document.script_built and not source.rendered:
+            rendered = _render_served(target, cache.rendered_partition(partition), source)
+            if rendered is not None:
+                source, document = rendered, _extract(target, rendered, started)
+        refuse_empty(document, rendered=source.rendered)
+        return _envelope(target, source, document, started, start=start, caller=caller)
     except FetchError as exc:
         outcome = exc.outcome
         raise
@@ -66,7 +72,7 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
 
 
 def _obtain(target: Target, partition: str, turn: HostTurn) -> Source:
-    if target.options.render:
+    if target.options.render is True:
         return _obtain_rendered(target, cache.rendered_partition(partition), turn)
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
@@ -99,6 +105,24 @@ def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
         if copy is not None and target.options.recover and _recoverable(exc):
             return _rendered(_from_cache(copy, "stale"))
         raise
+    return _store_rendered(target, partition, download, html)
+
+
+def _render_served(target: Target, partition: str, served: Source) -> Source | None:
+    """``render: "auto"`` on a page that looks built by scripts: the page as served, rendered
+    (holding a render slot only now), or its rendered copy; None where no browser is installed."""
+    if not render.available():
+        return None
+    copy = cache.lookup(partition, target.url)
+    if copy is not None and cache.is_fresh(copy, target.options.max_age):
+        return _rendered(_from_cache(copy, "hit"))
+    # The page itself was downloaded in its host's turn; a render's subrequests take none.
+    with render.render_slot(), gate.fetch_slot(render.render_lease_seconds()):
+        html = _render_retrying_once(served.download)
+    return _store_rendered(target, partition, served.download, html)
+
+
+def _store_rendered(target: Target, partition: str, download: client.Download, html: str) -> Source:
     page = client.Download(
         url=download.url,
         final_url=download.final_url,
@@ -193,19 +217,24 @@ def _raise_for_status(download: client.Download) -> None:
         )
 
 
-def _envelope(
-    target: Target, source: Source, started: float, start: slices.Start, caller: str
-) -> dict[str, Any]:
+def _extract(target: Target, source: Source, started: float) -> Extracted:
     download = source.download
     finish_by = max(time.monotonic() + EXTRACT_GRACE_SECONDS, started + float(settings.SIFT_FETCH_TIMEOUT))
     with sandbox.finish_by(finish_by):
-        document = extract(
+        return extract(
             download.body,
             declared_type=download.content_type,
             charset=download.charset,
             url=download.final_url,
             options=target.options,
+            rendered=source.rendered,
         )
+
+
+def _envelope(
+    target: Target, source: Source, document: Extracted, started: float, *, start: slices.Start, caller: str
+) -> dict[str, Any]:
+    download = source.download
     envelope: dict[str, Any] = {
         "url": target.url,
         "final_url": download.final_url,

@@ -23,6 +23,7 @@ import base64
 import contextlib
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Browser, Error, Route, WebSocketRoute, sync_playwright
@@ -46,6 +47,8 @@ LAUNCH_ARGS = [
     "--js-flags=--max-old-space-size=256",
     "--disable-dev-shm-usage",
 ]
+# Marks each element the page's computed style hides, for fetch/hidden.py to drop.
+HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="utf-8")
 # Skipped for speed: they never change the text.
 SKIPPED_TYPES = frozenset({"image", "media", "font"})
 
@@ -113,6 +116,7 @@ def render(browser: Browser, job: dict[str, Any]) -> str:
     with contextlib.suppress(Error):  # a page that keeps polling is read as it is now
         page.wait_for_load_state("networkidle", timeout=min(2000, job["timeout_ms"]))
     try:
+        page.evaluate(HIDDEN_MARKS)
         return page.content()
     finally:
         context.close()

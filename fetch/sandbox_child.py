@@ -247,35 +247,51 @@ def json_view(header: dict[str, Any], payload: bytes) -> Reply:
 
 
 def _html_module() -> ModuleType:
-    """``html_text.py`` from this folder, loaded by path: ``-I`` keeps sift off ``sys.path``.
-    ``page_kinds.py``, which it imports, is loaded first the same way."""
-    _sibling("page_kinds")
-    return _sibling("html_text")
+    """``reading.py`` (with ``html_text.py``, ``page_kinds.py``, ``hidden.py`` and ``markdown.py``,
+    which it imports)."""
+    return _fetch_module("reading")
 
 
-def _sibling(stem: str) -> ModuleType:
-    """``<stem>.py`` from this folder, loaded by path once."""
-    name = f"sift_{stem}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{stem}.py"))
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+def _fetch_module(stem: str) -> ModuleType:
+    """``fetch/<stem>.py``: the folder is loaded by path as the package ``fetch``, whose
+    ``__init__`` holds nothing but a docstring, since ``-I`` keeps sift off ``sys.path``. Nothing
+    else of it is imported: the modules the child runs import neither Django nor the rest of sift."""
+    if "fetch" not in sys.modules:
+        folder = Path(__file__).parent
+        spec = importlib.util.spec_from_file_location(
+            "fetch", folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+        assert spec is not None
+        assert spec.loader is not None
+        package = importlib.util.module_from_spec(spec)
+        sys.modules["fetch"] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module(f"fetch.{stem}")
 
 
 def html_page(header: dict[str, Any], payload: bytes) -> Reply:
-    """Main content of an HTML page (UTF-8 payload), with its title, language and canonical URL."""
-    page = _html_module().html_text(
-        payload.decode("utf-8", "replace"), url=str(header["url"]), markdown=bool(header["markdown"])
+    """Main content of an HTML page (UTF-8 payload), with its title, language and canonical URL,
+    what hidden text was dropped, and whether the page looks built by scripts."""
+    reading = _html_module().read_page(
+        payload.decode("utf-8", "replace"),
+        url=str(header["url"]),
+        markdown_mode=bool(header["markdown"]),
+        images=bool(header.get("images")),
+        hidden_text="keep" if header.get("hidden") == "keep" else "drop",
+        rendered=bool(header.get("rendered")),
     )
+    page = reading.page
     budget = int(header["max_chars"])
     if len(page.content) > budget:
         return {"error": "too_long", "chars": len(page.content), "limit": budget}, ""
-    meta = {"title": page.title, "lang": page.lang, "canonical_url": page.canonical_url}
+    meta = {
+        "title": page.title,
+        "lang": page.lang,
+        "canonical_url": page.canonical_url,
+        "script_built": reading.script_built,
+        "hidden_chars": reading.hidden_chars,
+        "hidden_kept": reading.hidden_kept,
+    }
     return meta, page.content
 
 
@@ -296,8 +312,8 @@ OPS: dict[str, Callable[[dict[str, Any], bytes], Reply]] = {
     "html": html_page,
     "ping": _ping,
     # Sitemaps and a page's links, for /v1/map (sitemap_parse.py).
-    "sitemap": lambda header, payload: _sibling("sitemap_parse").sitemap(header, payload),
-    "links": lambda header, payload: _sibling("sitemap_parse").links(header, payload),
+    "sitemap": lambda header, payload: _fetch_module("sitemap_parse").sitemap(header, payload),
+    "links": lambda header, payload: _fetch_module("sitemap_parse").links(header, payload),
 }
 
 
@@ -353,7 +369,7 @@ def main() -> None:
     import pypdfium2  # noqa: F401, PLC0415
 
     _html_module()
-    _sibling("sitemap_parse")
+    _fetch_module("sitemap_parse")
     # Started with an empty environment; Python itself may add LC_CTYPE (locale coercion).
     # jq's $ENV and env read this process's environment: leave nothing in it.
     os.environ.clear()

@@ -98,7 +98,9 @@ def _check_text(name: str, value: object, limit: int) -> None:
 
 def _check_option(name: str, value: object, schema: dict[str, Any]) -> None:
     """One option against its JSON Schema (``fetch.options``), refused in words naming it."""
-    if "enum" in schema:
+    if "anyOf" in schema:
+        _check_either(name, value, schema["anyOf"])
+    elif "enum" in schema:
         if not isinstance(value, str) or value not in schema["enum"]:
             shown = printable(value) if isinstance(value, str) else type(value).__name__
             raise InvalidTarget(
@@ -122,6 +124,19 @@ def _check_option(name: str, value: object, schema: dict[str, Any]) -> None:
                 f"{name} does not match {schema['pattern']}",
                 f"Send {name} as the API answered it.",
             )
+
+
+def _check_either(name: str, value: object, branches: list[dict[str, Any]]) -> None:
+    """An option of a boolean or a fixed string (``render``: true, false or "auto")."""
+    words = [value for branch in branches for value in branch.get("enum", [])]
+    if isinstance(value, bool) or (isinstance(value, str) and value in words):
+        return
+    shown = printable(value) if isinstance(value, str) else type(value).__name__
+    raise InvalidTarget(
+        f"options.{name}",
+        f"{name} must be true, false or one of {', '.join(map(repr, words))}, not {shown!r}",
+        f"Send {name} as a JSON boolean or as one of: {', '.join(words)}.",
+    )
 
 
 def _check_integer(name: str, value: object, schema: dict[str, Any]) -> None:

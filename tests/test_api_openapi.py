@@ -60,6 +60,17 @@ def test_max_age_is_an_integer_of_seconds_and_every_fetch_answer_says_cache_and_
     assert {"cache", "age", "cached", "stale"} <= set(envelope["required"])
 
 
+def test_render_auto_images_and_hidden_are_options_and_the_answer_says_what_hidden_text_went(client):
+    served = document(client)
+    parameters = {p["name"]: p["schema"] for p in served["paths"]["/v1/fetch"]["get"]["parameters"]}
+    assert {"type": "string", "enum": ["auto"]} in parameters["render"]["anyOf"]
+    assert parameters["images"]["type"] == "boolean"
+    assert parameters["hidden"]["enum"] == ["drop", "keep"]
+    envelope = served["components"]["schemas"]["FetchEnvelope"]["properties"]
+    assert {"hidden_chars", "hidden_kept", "rendered"} <= set(envelope)
+    assert "422" in served["paths"]["/v1/fetch"]["get"]["responses"]
+
+
 def test_the_targets_a_job_may_hold_follow_the_setting_each_time_the_document_is_asked(client, settings):
     settings.SIFT_BATCH_TARGETS_PER_JOB = 5
     served = document(client)

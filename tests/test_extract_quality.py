@@ -15,7 +15,7 @@ import lxml.html
 import pytest
 
 from bench import data
-from bench.quality import LabelledPage, benchmark_pages, mean, non_article_pages, score
+from bench.quality import PAGES, LabelledPage, benchmark_pages, mean, non_article_pages, score
 from fetch import html_text as html_module
 from fetch.extract import extract
 from fetch.html_text import (
@@ -27,21 +27,35 @@ from fetch.html_text import (
     peer_items,
 )
 from fetch.page_kinds import main_element
+from fetch.reading import read_page
 from fetch.targets import TargetOptions
 
 # Pages of each wcxb-dev type in the CI sample, the first of the check half (not tuned on).
 WCXB_PER_TYPE = 5
+# Each floor sits a little under what the sample measured when it was set (docs/benchmarks.md);
+# hidden text dropped costs listing and collection a page each (an FAQ's answers, a shop's grid
+# shown by a click or a script), which their labels count.
 WCXB_FLOORS = {
     "article": 0.96,
-    "collection": 0.61,
+    "collection": 0.56,
     "documentation": 0.93,
     "forum": 0.50,
-    "listing": 0.90,
+    "listing": 0.80,
     "product": 0.62,
     "service": 0.83,
 }
 ARTICLE_HEAD = "<head><meta property='og:type' content='article'></head>"
-PAGES_FLOORS = {"docs": 0.97, "forum": 0.83, "listing": 0.93, "misc": 0.98, "product": 0.91, "qa": 0.77}
+PAGES_FLOORS = {
+    "docs": 0.97,
+    "forum": 0.83,
+    "listing": 0.93,
+    "misc": 0.98,
+    "product": 0.91,
+    "qa": 0.77,
+    "reading": 0.97,
+}
+# A page written to be rendered (bench/pages/rendered): tests/test_render_auto.py renders it.
+RENDERED_PAGES = PAGES / "rendered"
 POSTS = [
     "My starter is two weeks old and for three days it has smelled sharply of acetone, almost "
     "like nail polish remover. It still rises a little after feeding but never doubles.",
@@ -229,9 +243,9 @@ def readings(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     seen: list[bool] = []
     read = html_module._trafilatura
 
-    def counted(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool) -> str:
+    def counted(tree: lxml.html.HtmlElement, *, markdown: bool, precision: bool, images: bool = False) -> str:
         seen.append(precision)
-        return read(tree, markdown=markdown, precision=precision)
+        return read(tree, markdown=markdown, precision=precision, images=images)
 
     monkeypatch.setattr(html_module, "_trafilatura", counted)
     return seen
@@ -343,3 +357,45 @@ def test_an_article_by_og_type_alone_is_read_from_its_main_element_when_it_holds
     assert "Privacy" not in og_only
     assert "Course 19" not in named  # a named article keeps the article path's reading
     assert "exhibition of its students' work" in named
+
+
+def _text_of(name: str) -> str:
+    page = next(page for page in non_article_pages() if page.name == name)
+    return extract(
+        page.body, declared_type="text/html", charset=None, url=page.url, options=TargetOptions(mode="text")
+    ).content
+
+
+def test_the_labelled_page_of_hidden_instructions_shows_none_of_them() -> None:
+    content = _text_of("reading-hidden-instructions")
+    for instruction in (
+        "SYSTEM",
+        "Assistant",
+        "language models",
+        "Ignore all",
+        "crawlers",
+        "optional",
+        "29.99",
+    ):
+        assert instruction not in content
+    assert "new growth at the top is the sign" in content  # in <details>
+    assert "grows faster the following summer" in content  # faded in from opacity 0
+
+
+def test_the_labelled_timetable_keeps_each_spanned_cell_in_its_column() -> None:
+    content = _text_of("reading-spanned-table")
+    assert "| Route | Weekdays | Weekdays | Weekends | Weekends |" in content
+    assert "| North Isle to Harbour | 18:00 | 18:50 | 13:00 | 13:50 |" in content
+
+
+def test_the_labelled_script_built_page_is_empty_as_served_and_said_to_be_script_built() -> None:
+    (page,) = non_article_pages(RENDERED_PAGES)
+    reading = read_page(
+        page.body.decode(),
+        url=page.url,
+        markdown_mode=False,
+        images=False,
+        hidden_text="drop",
+        rendered=False,
+    )
+    assert (reading.page.content, reading.script_built) == ("", True)

@@ -101,6 +101,7 @@ def test_html_meta_carries_title_language_and_canonical_url() -> None:
         "title": "Lighthouse reopens after restoration",
         "lang": "en-GB",
         "canonical_url": "https://news.example/2024/lighthouse-reopens",
+        "hidden_chars": 0,
     }
 
 

@@ -8,9 +8,9 @@ from jsonschema import Draft202012Validator
 from fetch.options import TargetOptions, option_schemas
 from fetch.targets import InvalidTarget, parse_options
 
-TEXT_OPTIONS = [name for name, schema in option_schemas().items() if schema["type"] == "string"]
-BOOLEAN_OPTIONS = [name for name, schema in option_schemas().items() if schema["type"] == "boolean"]
-INTEGER_OPTIONS = [name for name, schema in option_schemas().items() if schema["type"] == "integer"]
+TEXT_OPTIONS = [name for name, schema in option_schemas().items() if schema.get("type") == "string"]
+BOOLEAN_OPTIONS = [name for name, schema in option_schemas().items() if schema.get("type") == "boolean"]
+INTEGER_OPTIONS = [name for name, schema in option_schemas().items() if schema.get("type") == "integer"]
 
 
 def _refusal(raw: object) -> InvalidTarget:
@@ -23,15 +23,17 @@ def test_every_option_has_a_type_and_a_description_and_nothing_else_is_an_option
     schemas = option_schemas()
     assert list(schemas) == list(TargetOptions.model_fields)
     assert all(
-        schema["type"] in ("string", "boolean", "integer") and schema["description"]
-        for schema in schemas.values()
+        (schema.get("type") in ("string", "boolean", "integer") or name == "render") and schema["description"]
+        for name, schema in schemas.items()
     )
+    assert schemas["render"]["anyOf"] == [{"type": "boolean"}, {"type": "string", "enum": ["auto"]}]
     assert schemas["mode"]["enum"] == ["markdown", "text", "raw"]
+    assert schemas["hidden"]["enum"] == ["drop", "keep"]
     assert schemas["pages"]["pattern"] == r"^[0-9,\-\s]+$"
     assert _refusal({"colour": "red"}).hint == "Known options: " + ", ".join(schemas) + "."
 
 
-@pytest.mark.parametrize("name", [n for n in TEXT_OPTIONS if n != "mode"])
+@pytest.mark.parametrize("name", [n for n in TEXT_OPTIONS if "enum" not in option_schemas()[n]])
 def test_a_text_option_is_taken_at_its_schemas_max_length_and_refused_one_character_over(name) -> None:
     limit = option_schemas()[name]["maxLength"]
     assert getattr(parse_options({name: "1" * limit}, compile_programs=False), name) == "1" * limit
@@ -97,3 +99,18 @@ def test_the_canonical_form_keeps_only_what_differs_from_the_defaults() -> None:
     options = parse_options({"mode": "text", "recover": False, "context": None, "grep": "tide"})
     assert options.to_dict() == {"mode": "text", "grep": "tide"}
     assert TargetOptions(**options.to_dict()) == options
+
+
+def test_render_takes_true_false_or_auto_and_nothing_else() -> None:
+    for value in (True, False, "auto"):
+        assert parse_options({"render": value}, compile_programs=False).render == value
+    for wrong in ("yes", "true", 1, 0):
+        refused = _refusal({"render": wrong})
+        assert refused.field == "options.render"
+        assert refused.hint == "Send render as a JSON boolean or as one of: auto."
+
+
+def test_hidden_takes_drop_or_keep_and_images_a_boolean() -> None:
+    options = parse_options({"hidden": "keep", "images": True}, compile_programs=False)
+    assert (options.hidden, options.images) == ("keep", True)
+    assert _refusal({"hidden": "show"}).hint == "Use one of: drop, keep."

@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -252,3 +254,17 @@ def test_shutdown_stops_the_idle_children_of_this_process() -> None:
         time.sleep(0.05)
     else:
         pytest.fail("the child is still running after shutdown")
+
+
+def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_or_the_rest_of_sift() -> None:
+    child = Path(sandbox_module.__file__).with_name("sandbox_child.py")
+    script = (
+        "import runpy, sys; child = runpy.run_path(sys.argv[1]);"
+        "child['_html_module'](); child['_fetch_module']('sitemap_parse');"
+        "print(sorted(m for m in sys.modules if m == 'django' or m.startswith(('django.', 'fetch'))))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-I", "-c", script, str(child)], capture_output=True, text=True, check=True, cwd="/"
+    ).stdout
+    page_modules = ["hidden", "html_text", "markdown", "page_kinds", "page_text", "reading", "sitemap_parse"]
+    assert shown.strip() == str(["fetch", *(f"fetch.{name}" for name in page_modules)])

@@ -345,7 +345,8 @@ def test_render_is_in_the_openapi_schema_and_the_mcp_fetch_tool(client) -> None:
     document = client.get("/v1/openapi.json").json()
     assert "render" in json.dumps(document["components"]["schemas"])
     assert any(p["name"] == "render" for p in document["paths"]["/v1/fetch"]["get"]["parameters"])
-    assert TOOLS["fetch"].input_schema["properties"]["render"]["type"] == "boolean"
+    render_schema = TOOLS["fetch"].input_schema["properties"]["render"]
+    assert render_schema["anyOf"] == [{"type": "boolean"}, {"type": "string", "enum": ["auto"]}]
 
 
 def test_without_chromium_a_render_answers_415_unsupported_and_a_plain_fetch_still_works(

@@ -24,7 +24,7 @@ from pydantic_core import CoreSchema
 
 from fetch.cache import CacheState
 from fetch.limits import MAX_URL_CHARS
-from fetch.options import option_schemas, options_schema, target_schema, url_schema
+from fetch.options import TargetOptions, option_schemas, options_schema, target_schema, url_schema
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,9 @@ class TargetIn(Schema):
 def _query_parameter(name: str, schema: dict[str, Any]) -> Any:
     """An option as a query parameter: read as a string, a boolean or an integer, checked by
     fetch.targets; its schema made when the document is (``max_chars`` follows the settings)."""
-    kind = {"boolean": bool, "integer": int}.get(schema["type"], str)
+    kind: Any = {"boolean": bool, "integer": int}.get(schema.get("type", ""), str)
+    if "anyOf" in schema:  # an option of two types (render: a boolean or "auto") is read as either
+        kind = TargetOptions.model_fields[name].annotation
     return (Annotated[kind | None, SchemaFrom(lambda: option_schemas()[name])], None)
 
 
@@ -219,7 +221,21 @@ class FetchEnvelope(Schema):
     cached_at: str | None = Field(None, description="When the copy was fetched; null for a miss.")
     lang: str | None = None
     canonical_url: str | None = None
-    rendered: bool | None = None
+    rendered: bool | None = Field(
+        None,
+        description='true when a browser rendered the page (render true, or "auto" on a page built '
+        "by scripts).",
+    )
+    hidden_chars: int | None = Field(
+        None,
+        description="An HTML page read for its text: the characters of text left out because a "
+        "reader of the page cannot see them (0 with hidden keep, or when hidden_kept).",
+    )
+    hidden_kept: bool | None = Field(
+        None,
+        description="true when the page's only text is hidden (it shows it by script): it is "
+        "answered all the same, rather than empty.",
+    )
     pages_total: int | None = None
     pages: list[int] | None = None
     matches: int | None = None
