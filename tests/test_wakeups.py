@@ -67,7 +67,6 @@ def test_only_waiting_drains_count_so_running_ones_about_to_end_never_strand_wor
     assert wakeups.waiting_drains() == 2
 
 
-
 @pytest.mark.django_db(transaction=True)
 def test_the_drains_a_submit_queues_are_committed_together(agent, two_workers):
     """One commit, not one a drain: each commit waits for the disk before the drains can start."""
@@ -83,6 +82,7 @@ def test_the_drains_a_submit_queues_are_committed_together(agent, two_workers):
         post_save.disconnect(queued, sender=OrmQ)
     assert in_a_transaction == [True, True]
     assert wakeups.waiting_drains() == 2
+
 
 def test_a_single_worker_gets_a_single_drain(stranded_work, settings):
     settings.SIFT_BATCH_WORKERS = 1
