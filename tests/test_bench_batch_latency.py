@@ -62,8 +62,8 @@ class ClosesIdleConnections(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        type(self).answered += 1  # before the answer leaves, so the client never reads ahead of it
         self.wfile.write(body)
-        type(self).answered += 1
         self.close_connection = True
 
     def log_message(self, format: str, *args: object) -> None:
@@ -71,6 +71,7 @@ class ClosesIdleConnections(BaseHTTPRequestHandler):
 
 
 def test_the_client_sends_again_on_a_new_connection_when_the_server_closed_the_idle_one():
+    ClosesIdleConnections.answered = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), ClosesIdleConnections)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     client = Client(server.server_address[1], "key")
