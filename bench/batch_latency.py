@@ -178,6 +178,17 @@ class Client:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
+        try:
+            return self._send(method, path, data, headers)
+        except (BrokenPipeError, http.client.RemoteDisconnected):
+            # gunicorn closes a keep-alive connection idle for 2 s (a busy machine between two
+            # turns): the request never reached it, so it is sent once more on a new connection.
+            self.conn.close()
+            return self._send(method, path, data, headers)
+
+    def _send(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, dict[str, Any]]:
         began = time.perf_counter()
         self.conn.request(method, path, body=data, headers=headers)
         response = self.conn.getresponse()

@@ -32,6 +32,9 @@ from fetch.outcomes import Outcome, RetryAfter
 POLL_SECONDS = 0.05
 LEASE_MARGIN_SECONDS = 5.0
 FETCH_SLOTS = SlotTable(FetchSlot, holder="holder", empty="")
+# An UPDATE's FROM clause that makes its own transaction commit without waiting for the disk, on
+# PostgreSQL: set_config(..., true) lasts until the end of that transaction, the statement's commit.
+ASYNCHRONOUS_COMMIT = " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous"
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,10 @@ def take_at_once(
     The same rows as ``SlotTable.take_free`` then ``hold``, without a transaction around them:
     one ``UPDATE ... RETURNING`` whose subquery locks the row it picks (``FOR UPDATE SKIP
     LOCKED`` on PostgreSQL; SQLite runs one writer at a time anyway). Every fetch takes a slot,
-    so one round trip rather than a transaction of several is saved on every fetch.
+    so one round trip rather than a transaction of several is saved on every fetch. Outside a
+    caller's transaction on PostgreSQL its commit does not wait for the disk either (as a
+    release's): other processes see the take at once, so the count holds; only a database crash
+    can lose it (docs/decisions.md).
     """
     meta = table.model._meta
     connection = connections[router.db_for_write(table.model)]
@@ -109,9 +115,11 @@ def take_at_once(
     )
     is_free = f"{holder} IS NULL" if table.empty is None else f"{holder} = %s"
     lock = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+    without_waiting = connection.vendor == "postgresql" and not connection.in_atomic_block
+    asynchronous = ASYNCHRONOUS_COMMIT if without_waiting else ""
     # Names from the model's metadata, quoted; every value a parameter.
     sql = (
-        f"UPDATE {name} SET {holder} = %s, {lease} = %s WHERE {number} = ("  # noqa: S608
+        f"UPDATE {name} SET {holder} = %s, {lease} = %s{asynchronous} WHERE {number} = ("  # noqa: S608
         f"SELECT {number} FROM {name} WHERE {number} < %s AND ({is_free} OR {lease} < %s)"
         f" ORDER BY {number} LIMIT 1{lock}) RETURNING {number}"
     )
@@ -145,10 +153,8 @@ def release_without_waiting(table: SlotTable, number: int, token: str) -> None:
     name, holder = quote(meta.db_table), quote(_column(table, table.holder))
     number_column, lease = quote(_column(table, "number")), quote(_column(table, "lease_until"))
     empty = "NULL" if table.empty is None else "%s"
-    # set_config(..., true) lasts until the end of this statement's own transaction, its commit.
     sql = (
-        f"UPDATE {name} SET {holder} = {empty}, {lease} = NULL"  # noqa: S608 — quoted model names
-        " FROM (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous"
+        f"UPDATE {name} SET {holder} = {empty}, {lease} = NULL{ASYNCHRONOUS_COMMIT}"  # noqa: S608 — quoted model names
         f" WHERE {number_column} = %s AND {holder} = %s"
     )
     params: list[Any] = [*([] if table.empty is None else [table.empty]), number, token]

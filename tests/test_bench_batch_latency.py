@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -11,6 +14,7 @@ from bench.batch_latency import (
     MAX_DELAY,
     MIN_DELAY,
     N_TARGETS,
+    Client,
     ideal_schedule,
     slow_upstream,
     upstream_delays,
@@ -43,3 +47,40 @@ def test_slow_upstream_serves_each_target_page_and_counts_each_runs_requests():
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(urls[1].replace("/01.html", "/02.html"), timeout=10)
         assert missing.value.code == 404
+
+
+class ClosesIdleConnections(BaseHTTPRequestHandler):
+    """Answers on a keep-alive connection, then closes it without a word, as gunicorn does to an
+    idle one; counts the requests it answered."""
+
+    protocol_version = "HTTP/1.1"
+    answered = 0
+
+    def do_GET(self) -> None:
+        body = b'{"ok": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        type(self).answered += 1  # before the answer leaves, so the client never reads ahead of it
+        self.wfile.write(body)
+        self.close_connection = True
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_the_client_sends_again_on_a_new_connection_when_the_server_closed_the_idle_one():
+    ClosesIdleConnections.answered = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ClosesIdleConnections)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = Client(server.server_address[1], "key")
+    try:
+        assert client.call("GET", "/a") == (200, {"ok": True})
+        time.sleep(0.2)  # the server has closed the connection by now
+        assert client.call("GET", "/b") == (200, {"ok": True})
+        assert ClosesIdleConnections.answered == 2
+    finally:
+        client.close()
+        server.shutdown()
+        server.server_close()

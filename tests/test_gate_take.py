@@ -121,6 +121,30 @@ def test_a_slot_costs_one_statement_to_take_and_one_to_release(db):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_slot_taken_outside_a_transaction_is_held_at_once_for_every_other_connection():
+    _rows(2)
+    now = timezone.now()
+    assert take_at_once(FETCH_SLOTS, 2, "mine", now, now + timedelta(minutes=1)) == 0
+    seen: list[object] = []
+
+    def other_process() -> None:  # a thread has a connection of its own
+        try:
+            seen.append(take_at_once(FETCH_SLOTS, 2, "theirs", now, now + timedelta(minutes=1)))
+            seen.append(take_at_once(FETCH_SLOTS, 2, "third", now, now + timedelta(minutes=1)))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=other_process)
+    thread.start()
+    thread.join()
+    assert seen == [1, None]
+    if connection.vendor == "postgresql":  # the session keeps its synchronous commits
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert cursor.fetchone() == ("on",)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_slot_released_outside_a_transaction_is_free_and_only_by_its_holder():
     _rows(1)
     now = timezone.now()
