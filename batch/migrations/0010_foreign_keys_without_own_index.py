@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("batch", "0008_webhook_shares"),
+        ("batch", "0009_target_outcome_empty"),
     ]
 
     operations = [
