@@ -94,8 +94,12 @@ def make_job(
             **fields,
         }
     )
+    # Finished targets are numbered in index order, as if they had ended in that order.
+    seqs = {id(target): n for n, target in enumerate(finished, start=1)}
     BatchTarget.objects.bulk_create(
-        BatchTarget(job=job, idx=i, **{"url": f"https://example.org/{i}", **target})
+        BatchTarget(
+            job=job, idx=i, **{"url": f"https://example.org/{i}", "seq": seqs.get(id(target)), **target}
+        )
         for i, target in enumerate(targets)
     )
     return job
