@@ -362,7 +362,7 @@ def test_targets_are_numbered_in_the_order_they_end_not_by_index(agent, settings
     caller, _ = agent
     job = scripted_job(caller, "a=1", "fail=timeout", "c=1")
     first, second = worker.claim_next_target(), worker.claim_next_target()
-    assert first is not None and second is not None
+    assert None not in (first, second)
     assert [t.seq for t in job.targets.all()] == [None, None, None]
     worker.run_claim(second, fetchers.scripted)
     worker.run_claim(first, fetchers.scripted)
