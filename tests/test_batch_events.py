@@ -311,3 +311,16 @@ def _delete(web: Deployment, key: str, job_id: str) -> tuple[int, bytes, Any]:
     body = response.read()
     connection.close()
     return response.status, body, response.headers
+
+
+def test_the_python_client_in_the_api_docs_follows_a_job_to_its_end(web, agent):
+    caller, client = agent
+    job = make_job(caller, "done", targets=[done_target(), done_target()])
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
+    source = docs.split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(source.strip().splitlines()) <= 15
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)  # noqa: S102 - the documentation's own example
+    events = list(namespace["follow"](job.id, client.raw_key, "127.0.0.1", web.port))
+    assert [(event, data.get("seq")) for event, data in events] == [("target", 1), ("target", 2), ("job", None)]
+    assert events[-1][1]["status"] == "done"
