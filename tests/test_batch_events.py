@@ -320,7 +320,11 @@ def test_the_python_client_in_the_api_docs_follows_a_job_to_its_end(web, agent):
     source = docs.split("```python\n", 1)[1].split("```", 1)[0]
     assert len(source.strip().splitlines()) <= 15
     namespace: dict[str, Any] = {}
-    exec(source, namespace)  # noqa: S102 - the documentation's own example
+    exec(source, namespace)  # the documentation's own example
     events = list(namespace["follow"](job.id, client.raw_key, "127.0.0.1", web.port))
-    assert [(event, data.get("seq")) for event, data in events] == [("target", 1), ("target", 2), ("job", None)]
+    assert [(event, data.get("seq")) for event, data in events] == [
+        ("target", 1),
+        ("target", 2),
+        ("job", None),
+    ]
     assert events[-1][1]["status"] == "done"
