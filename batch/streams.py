@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import weakref
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -147,10 +148,20 @@ def sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
     return head + f"data: {json.dumps(data, cls=DjangoJSONEncoder)}\n\n"
 
 
-async def job_events(caller: ApiKey, job_id: str, *, after: int, content: bool) -> AsyncIterator[str]:
+def job_stream(caller: ApiKey, job_id: str, *, after: int, content: bool) -> AsyncIterator[str]:
+    """``job_events``, holding the caller's stream share (taken by the endpoint) until the stream
+    ends however it ends, or is dropped unstarted (a client gone before the first byte)."""
+    ended: list[Callable[[], Any]] = []
+    events = job_events(caller, job_id, after=after, content=content, ended=ended)
+    ended.append(weakref.finalize(events, STREAMS.give_back, caller.pk))  # runs at most once
+    return events
+
+
+async def job_events(
+    caller: ApiKey, job_id: str, *, after: int, content: bool, ended: list[Callable[[], Any]]
+) -> AsyncIterator[str]:
     """The stream of one job for its caller, from the target after ``after``: ``target`` events in
-    the order they ended, then one ``job`` event, and the end. The caller's stream share (taken
-    by the endpoint) is given back when the stream ends, however it ends."""
+    the order they ended, then one ``job`` event, and the end; then each of ``ended`` is called."""
     watch = job_watch()
     moved = watch.follow(job_id)
     try:
@@ -170,4 +181,5 @@ async def job_events(caller: ApiKey, job_id: str, *, after: int, content: bool) 
                 yield ": keep-alive\n\n"
     finally:
         watch.unfollow(job_id, moved)
-        STREAMS.give_back(caller.pk)
+        for end in ended:
+            end()

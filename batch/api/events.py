@@ -76,7 +76,7 @@ async def batch_events(
     after = _resume_after(last_event_id)
     await streams.in_query_thread(jobs.get_job, caller, job_id)
     _take_stream_share(caller)
-    events = streams.job_events(caller, job_id, after=after, content=content)
+    events = streams.job_stream(caller, job_id, after=after, content=content)
     response = StreamingHttpResponse(events, content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
