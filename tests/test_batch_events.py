@@ -318,7 +318,7 @@ def test_the_python_client_in_the_api_docs_follows_a_job_to_its_end(web, agent):
     job = make_job(caller, "done", targets=[done_target(), done_target()])
     docs = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
     source = docs.split("```python\n", 1)[1].split("```", 1)[0]
-    assert len(source.strip().splitlines()) <= 15
+    assert len([line for line in source.splitlines() if line.strip()]) <= 15
     namespace: dict[str, Any] = {}
     exec(source, namespace)  # the documentation's own example
     events = list(namespace["follow"](job.id, client.raw_key, "127.0.0.1", web.port))
