@@ -43,6 +43,7 @@ class Refusal(StrEnum):
     TOO_LARGE = "too_large", 413
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused", 422
     CALLER_BUSY = "caller_busy", 429
+    BUSY = "busy", 429
     INTERNAL = "internal", 500
     JOBS_BUSY = "jobs_busy", 503
     SERVER_BUSY = "server_busy", 503

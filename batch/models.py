@@ -253,6 +253,9 @@ class BatchTarget(models.Model):
     busy_since = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The target's place among its job's ended targets (1, 2, ...), set in the transaction that
+    # stores its end, from the job's ``targets_done`` counted in the same transaction.
+    seq = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         verbose_name = "batch target"
@@ -263,6 +266,7 @@ class BatchTarget(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(fields=["job", "idx"], name="target_one_per_job_idx"),
+            models.UniqueConstraint(fields=["job", "seq"], name="target_one_per_job_seq"),
             models.CheckConstraint(condition=Q(status__in=TargetStatus.values), name="target_status_valid"),
             models.CheckConstraint(
                 condition=Q(outcome__isnull=True) | Q(outcome__in=[o.value for o in Outcome]),

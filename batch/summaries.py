@@ -50,6 +50,7 @@ def target_out(target: BatchTarget, *, content: bool = True) -> dict[str, Any]:
         "hint": target.hint or None,
         "outcome": target.outcome,
         "attempts": target.attempts,
+        "seq": target.seq,
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, transaction
-from django.db.models import F, Value
+from django.db.models import F, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -197,7 +197,11 @@ def finish_target(
     status, n_bytes, outcome = ending["status"], ending["n_bytes"], ending["outcome"] or "ok"
     metrics.TARGETS.labels(outcome).inc()
     log.info("job %s target %d %s outcome=%s bytes=%d", claim.job_id, claim.idx, status, outcome, n_bytes)
-    return n_bytes, _count_and_settle(claim.job_id, int(status == TargetStatus.FAILED), n_bytes, now)
+    settled = _count_and_settle(claim.job_id, int(status == TargetStatus.FAILED), n_bytes, now)
+    # Its end's number is the count just made: the job row's lock orders concurrent stores' numbers.
+    counted = BatchJob.objects.filter(pk=claim.job_id).values("targets_done")
+    BatchTarget.objects.filter(pk=claim.target_id).update(seq=Subquery(counted))
+    return n_bytes, settled
 
 
 def _count_and_settle(job_id: str, failed: int, n_bytes: int, now: datetime) -> int | None:

@@ -6,7 +6,7 @@
 One command does everything: it recreates the ``sift_bench`` database on the local PostgreSQL
 (with ``--database sqlite``: a fresh SQLite file in a temporary directory), migrates it, issues
 one API key per client, starts gunicorn on a free loopback port with the Procfile's ``web``
-command (gthread, same workers and threads), drives the clients, prints a table and removes the
+command (same worker class and workers), drives the clients, prints a table and removes the
 server and the database again, also on Ctrl-C or an error.
 
 Rows (each a separate phase of the same run, same clients, same server settings):

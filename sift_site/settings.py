@@ -66,6 +66,7 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "sift_site.urls"
 WSGI_APPLICATION = "sift_site.wsgi.application"
+ASGI_APPLICATION = "sift_site.asgi.application"
 
 TEMPLATES = [
     {
@@ -161,10 +162,14 @@ SIFT_BATCH_FINISHED_PER_CALLER = env_int("SIFT_BATCH_FINISHED_PER_CALLER", 100, 
 SIFT_BATCH_RETRY_WAIT = env_duration("SIFT_BATCH_RETRY_WAIT", "2s")
 SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
 # GET /v1/batch/{id}?wait= holds a request thread. Per web process, at most this many waits per
-# caller and in all; the rest answer at once. Keep the total below gunicorn's --threads (8 in
-# the Procfile) so threads always remain for /healthz and other callers.
+# caller and in all; the rest answer at once, so one caller never holds many threads.
 SIFT_BATCH_WAITS_PER_CALLER = env_int("SIFT_BATCH_WAITS_PER_CALLER", 2)
 SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
+# GET /v1/batch/{id}/events streams open at once per web process, per caller and in all; one more
+# answers 429 busy. A quiet stream carries a comment this often (at most 15s, for proxies).
+SIFT_BATCH_STREAMS_PER_CALLER = env_int("SIFT_BATCH_STREAMS_PER_CALLER", 8, minimum=1)
+SIFT_BATCH_STREAMS_TOTAL = env_int("SIFT_BATCH_STREAMS_TOTAL", 256, minimum=1)
+SIFT_BATCH_STREAM_KEEPALIVE = min(max(env_duration("SIFT_BATCH_STREAM_KEEPALIVE", "15s"), 0.1), 15.0)
 
 # --- sift: the MCP process (docs/mcp.md) -------------------------------------------------------
 

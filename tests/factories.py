@@ -94,8 +94,11 @@ def make_job(
             **fields,
         }
     )
+    # Finished targets are numbered in index order, as if they had ended in that order.
+    ended = [i for i, target in enumerate(targets) if target.get("status") in ("done", "failed")]
+    seqs = {i: n for n, i in enumerate(ended, start=1)}
     BatchTarget.objects.bulk_create(
-        BatchTarget(job=job, idx=i, **{"url": f"https://example.org/{i}", **target})
+        BatchTarget(job=job, idx=i, **{"url": f"https://example.org/{i}", "seq": seqs.get(i), **target})
         for i, target in enumerate(targets)
     )
     return job

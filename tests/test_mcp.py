@@ -360,6 +360,33 @@ def test_batch_submit_then_batch_get_with_wait_answers_the_finished_job(mcp_serv
     assert all("content" not in t["result"] for t in lean.structured_content["targets"])
 
 
+@pytest.mark.parametrize("mode", ERAS)
+def test_batch_get_with_wait_reports_progress_as_targets_end_when_asked(mcp_server, agent, mode):
+    _, client = agent
+    reported: list[tuple[float, float | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total))
+
+    mcp_server.start_cluster("cluster")
+    try:
+        targets = [f"{BATCH_URL}{mode}?sleep=0.6&n={n}" for n in range(3)]
+
+        async def body(mcp: Client) -> Any:
+            submitted = await mcp.call_tool("batch_submit", {"targets": targets})
+            job_id = submitted.structured_content["id"]
+            return await mcp.call_tool("batch_get", {"id": job_id, "wait": 60}, progress_callback=on_progress)
+
+        finished = with_client(mcp_server.url, client.raw_key, body, mode)
+    finally:
+        mcp_server.stop("cluster")
+    assert (finished.structured_content["status"], finished.structured_content["targets_done"]) == ("done", 3)
+    assert reported[-1] == (3, 3)
+    assert len(reported) >= 2, reported  # at least one report before the end
+    assert [p for p, _ in reported] == sorted({p for p, _ in reported})
+    assert {total for _, total in reported} == {3}
+
+
 def test_calls_are_counted_by_tool_and_outcome_and_never_log_a_url(mcp_server, agent, upstream_port):
     _, client = agent
     call(mcp_server.url, client.raw_key, "fetch", {"url": f"http://127.0.0.2:{upstream_port}{PAGE_PATH}"})

@@ -357,6 +357,19 @@ def test_the_last_store_settles_the_job_and_earlier_ones_only_count(agent):
     assert job.finished_at is not None
 
 
+def test_targets_are_numbered_in_the_order_they_end_not_by_index(agent, settings):
+    settings.SIFT_BATCH_WORKERS = 2
+    caller, _ = agent
+    job = scripted_job(caller, "a=1", "fail=timeout", "c=1")
+    first, second = worker.claim_next_target(), worker.claim_next_target()
+    assert None not in (first, second)
+    assert [t.seq for t in job.targets.all()] == [None, None, None]
+    worker.run_claim(second, fetchers.scripted)
+    worker.run_claim(first, fetchers.scripted)
+    worker.run_claim(worker.claim_next_target(), fetchers.scripted)
+    assert list(job.targets.values_list("idx", "seq")) == [(0, 2), (1, 1), (2, 3)]
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks only exist on PostgreSQL")
 @pytest.mark.django_db(transaction=True)
 def test_two_stores_at_once_count_both_targets_and_settle_the_job_once(agent, settings):
@@ -385,3 +398,4 @@ def test_two_stores_at_once_count_both_targets_and_settle_the_job_once(agent, se
         job.refresh_from_db()
         assert (job.status, job.targets_done) == ("done", 2)
         assert BatchJob.objects.filter(pk=job.pk, finished_at__isnull=False).count() == 1
+        assert sorted(job.targets.values_list("seq", flat=True)) == [1, 2]

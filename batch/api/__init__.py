@@ -7,7 +7,7 @@ error leaves as, ``openapi`` what the schema says beyond django-ninja.
 
 from __future__ import annotations
 
-from batch.api import batches, fetches, maps
+from batch.api import batches, events, fetches, maps
 from batch.api.errors import install_error_handlers
 from batch.api.openapi import SiftApi
 from batch.api.parser import StrictJsonParser
@@ -23,5 +23,6 @@ api = SiftApi(
 )
 install_error_handlers(api)
 api.add_router("/batch", batches.router)
+api.add_router("/batch", events.router)
 api.add_router("/fetch", fetches.router)
 api.add_router("/map", maps.router)

@@ -137,6 +137,11 @@ class TargetOut(Schema):
     hint: str | None
     outcome: str | None
     attempts: int
+    seq: int | None = Field(
+        ...,
+        description="The target's end sequence number in its job: 1, 2, ... in the order targets "
+        "ended (done or failed); null until it ends. The id of its event in /v1/batch/{id}/events.",
+    )
 
 
 class JobOut(JobSummary):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from functools import cache
 from typing import Any
 
@@ -26,13 +26,14 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from batch.api.auth import caller_for_key
 from batch.api.errors import refusal_body
 from batch.errors import Refusal, Refused
-from batch.mcp import tools
+from batch.mcp import progress, tools
 from batch.models import ApiKey
 from fetch.outcomes import RetryAfter
 
@@ -84,7 +85,10 @@ async def call_tool(
         # Asking for a tool that was never listed is protocol misuse, not a tool's refusal.
         raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; see tools/list")
     caller: ApiKey = ctx.request.scope[CALLER]  # type: ignore[union-attr]
-    outcome = await in_thread(tools.call, tool, caller, params.arguments or {})
+    arguments = params.arguments or {}
+    if tool.name == "batch_get" and progress.wants_progress(ctx):
+        arguments = await progress.wait_reporting(ctx, caller, tool, arguments)
+    outcome = await in_thread(tools.call, tool, caller, arguments)
     return tools.as_result(tool, outcome)
 
 
@@ -100,18 +104,38 @@ def build_server() -> Server[Any]:
     )
 
 
-def application() -> ASGIApp:
-    """The ASGI application of the Procfile's ``mcp`` process (``sift_site/mcp_asgi.py``)."""
-    streamable = build_server().streamable_http_app(
+def _streamable(*, json_response: bool) -> Starlette:
+    return build_server().streamable_http_app(
         streamable_http_path=PATH,
-        json_response=True,
+        json_response=json_response,
         stateless_http=True,
         # The key gate refuses larger bodies first, with the error envelope.
         max_request_body_size=settings.SIFT_MAX_REQUEST_BYTES,
         # The key gate checks Host against ALLOWED_HOSTS, as Django does for the web process.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return KeyGate(streamable)
+
+
+def application() -> ASGIApp:
+    """The ASGI application of the Procfile's ``mcp`` process (``sift_site/mcp_asgi.py``).
+
+    Answers are JSON, except for a request that asks for progress (a ``progressToken``) from a
+    client that accepts an event stream: the SDK drops notifications from JSON answers, so that
+    request is served by the same server answering as an event stream."""
+    return KeyGate(_streamable(json_response=True), _streamable(json_response=False))
+
+
+def asks_for_progress(scope: Scope, body: bytes) -> bool:
+    """A request whose ``params._meta`` carries a ``progressToken``, from a client that takes streams."""
+    if "text/event-stream" not in Headers(scope=scope).get("accept", ""):
+        return False
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
 
 
 class InFlight:
@@ -160,23 +184,36 @@ class KeyGate:
     has answered it whole, however it ends.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: Starlette, streaming: Starlette) -> None:
         self.app = app
+        self.streaming = streaming
         self.in_flight = InFlight()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # the lifespan messages that start the SDK's session manager
-            await self.app(scope, receive, send)
+        if scope["type"] == "lifespan":  # start (and stop) both apps' SDK session managers
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
             return
         try:
             caller = await self._admit(scope)
             with self.in_flight.hold(caller.pk):
                 body = await _request_body(scope, receive)
                 if body is not None:  # None: the client went away while sending it
-                    await self.app({**scope, CALLER: caller}, _replay(body, receive), send)
+                    app = self.streaming if asks_for_progress(scope, body) else self.app
+                    await app({**scope, CALLER: caller}, _replay(body, receive), send)
         except Refused as exc:
             # Raised only before the SDK is called, so nothing has been sent yet.
             await _refuse(exc, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        async with AsyncExitStack() as running:
+            for app in (self.app, self.streaming):
+                await running.enter_async_context(app.router.lifespan_context(app))
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})
 
     async def _admit(self, scope: Scope) -> ApiKey:
         if scope["path"].rstrip("/") != PATH:

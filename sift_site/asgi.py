@@ -1,0 +1,15 @@
+"""ASGI entry point of the web process, served by gunicorn's uvicorn workers (see the Procfile).
+
+ASGI so that an event stream (``/v1/batch/{id}/events``) waits on the event loop rather than in a
+request thread; every other view is synchronous and runs in a thread of its own.
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
+
+application = get_asgi_application()
