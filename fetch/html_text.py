@@ -111,7 +111,7 @@ def html_text(
     if prepare is not None:
         prepare(tree)
     if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
-        content = whole_page_text(tree, markdown=markdown, images=images)
+        content = whole_page_text(tree, markdown=markdown, images=images, links=False)
     else:
         content = _main_content(tree, markdown=markdown, images=images)
     return HtmlText(content.strip(), _title(tree), _lang(tree), _canonical_url(tree, url))

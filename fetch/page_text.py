@@ -37,9 +37,12 @@ _CELLS = ("td", "th")
 _FOLLOWABLE = ("http://", "https://")
 
 
-def whole_page_text(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False) -> str:
+def whole_page_text(
+    tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False, links: bool = True
+) -> str:
     """Every visible text of ``tree``, one block a paragraph, table or code block; in Markdown
-    with ``images``, an image with an http(s) source as ``![alt](src)``."""
+    with ``images``, an image with an http(s) source as ``![alt](src)``; without ``links``, a
+    link is its text alone (a page too large for trafilatura: its targets would multiply it)."""
     blocks: list[str] = []
     line: list[str] = []
 
@@ -70,7 +73,7 @@ def whole_page_text(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool
             if markdown and images and tag == "img" and (element.get("src") or "").startswith(_FOLLOWABLE):
                 alt = _SPACES.sub(" ", element.get("alt") or "").strip().replace("]", "")
                 line.append(f"![{alt}]({element.get('src')})")
-            if markdown and _link_target(element):
+            if markdown and links and _link_target(element):
                 line.append("[")
             line.append(element.text or "")
             continue
@@ -78,7 +81,7 @@ def whole_page_text(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool
             flush()
         elif tag in _CELLS:
             line.append(" | ")
-        elif markdown and (target := _link_target(element)):
+        elif markdown and links and (target := _link_target(element)):
             line.append(f"]({target})")
         line.append(element.tail or "")
     flush()
