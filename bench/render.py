@@ -173,7 +173,7 @@ def main() -> None:
             Path(tmp),
             SIFT_FETCH_ALLOW_CIDRS="127.0.0.1/32",
             SIFT_FETCH_ONLY_ALLOWED="true",
-            SIFT_RENDER_TIMEOUT="5s",
+            SIFT_RENDER_TIMEOUT="10s",
         )
         with harness.django_in_process(env):
             from django.core.management import call_command

@@ -122,6 +122,7 @@ def soak(count: int) -> None:
     files["/spin"] = ("text/html", SPIN)
     files["/hog"] = ("text/html", HOG)
     outcomes: dict[str, int] = {}
+    print(f"load before: {Path('/proc/loadavg').read_text().split()[:3]}")
     with render_pages.serving(files) as port:
         pages = list(markers)
         started = time.monotonic()
@@ -143,6 +144,8 @@ def soak(count: int) -> None:
             except FetchError as exc:
                 outcome = exc.outcome
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            if outcome != "ok":
+                print(f"  render {number} of {path}: {outcome}")
             if first is None:
                 time.sleep(0.5)  # the spare tab made after it
                 first = _processes()

@@ -280,7 +280,8 @@ def _start_server() -> None:
             return
         path.unlink(missing_ok=True)
         mode = network_mode()
-        command = [sys.executable, "-I", str(SERVER), str(path), str(float(settings.SIFT_RENDER_IDLE))]
+        idle = str(float(settings.SIFT_RENDER_IDLE))
+        command = [sys.executable, "-I", str(SERVER), str(path), idle, settings.SIFT_RENDER_CHROMIUM]
         process = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
             [*NAMESPACE_COMMAND, *command] if mode == "namespace" else command,
             stdin=subprocess.DEVNULL,

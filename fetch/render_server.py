@@ -5,8 +5,8 @@ It imports nothing of sift and no Django: ``fetch/render.py`` starts it as a pla
 namespace of its own (``unshare --user --map-root-user --net``: nothing but a loopback that is
 down), so Playwright's driver and Chromium inherit no secret and have no route anywhere.
 
-It listens on a Unix socket (``argv[1]``); each connection is one render. The browser starts
-with the first render and stays warm; each render gets a fresh context. Every request the page
+It listens on a Unix socket (``argv[1]``); each connection is one render. It is started for a
+render, so it launches the browser (``argv[3]``) at once, and keeps it warm; each render gets a fresh context. Every request the page
 makes is routed here and handed to the connection's client, which fetches it with sift's guarded
 client; the route handlers run concurrently (Playwright's async API), so a page's subrequests are
 asked for together and the client bounds how many it fetches at once. After ``argv[2]`` seconds
@@ -34,11 +34,13 @@ from typing import Any
 
 from playwright.async_api import Browser, Error, Page, Playwright, Route, WebSocketRoute, async_playwright
 
-# Fail closed: a request that escaped interception goes to a proxy on a closed port, and
-# loopback is not exempt from it (Chromium bypasses the proxy for loopback by default). In the
-# network namespace there is no route at all; the proxy stays as the second wall.
+# Fail closed: a request that escaped interception (the page's, or the browser's own background
+# traffic) goes to a proxy whose name resolves nowhere: every host name maps to NOTFOUND, so no
+# connection is even tried, and loopback is not exempt from the proxy (Chromium bypasses it for
+# loopback by default). In the network namespace there is no route at all besides.
 LAUNCH_ARGS = [
-    "--proxy-server=http://127.0.0.1:9",
+    "--proxy-server=http://sift-no-proxy.invalid:9",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
     "--proxy-bypass-list=<-loopback>",
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
@@ -352,10 +354,13 @@ async def settle(page: Page, talk: Job) -> None:
         await asyncio.sleep(CHECK_SECONDS)
 
 
-async def main(path: str, idle_seconds: float) -> None:
+async def main(path: str, idle_seconds: float, chromium: str) -> None:
     server = Server(idle_seconds)
     listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
     os.chmod(path, 0o600)
+    # Started for a render that is on its way: the browser starts while it comes.
+    starting = asyncio.create_task(server.browser_for(chromium))
+    starting.add_done_callback(lambda task: task.cancelled() or task.exception())
     try:
         await server.watch_idle()
     finally:
@@ -366,4 +371,4 @@ async def main(path: str, idle_seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], float(sys.argv[2])))
+    asyncio.run(main(sys.argv[1], float(sys.argv[2]), sys.argv[3]))
