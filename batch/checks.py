@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Info, Tags, Warning, register
 
 from batch import worker
-from fetch import guard, limits
+from fetch import guard, limits, render
 
 
 def longest_fetch_seconds() -> float:
@@ -197,8 +197,6 @@ def metrics_need_a_token(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
 @register(Tags.security)
 def render_network_mode(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Where rendering's browser runs: its own network namespace, or the fail-closed proxy alone."""
-    from fetch import render
-
     if not render.available():
         return []
     if render.network_mode() == "namespace":

@@ -6,10 +6,11 @@ namespace of its own (``unshare --user --map-root-user --net``: nothing but a lo
 down), so Playwright's driver and Chromium inherit no secret and have no route anywhere.
 
 It listens on a Unix socket (``argv[1]``); each connection is one render. It is started for a
-render, so it launches the browser (``argv[3]``) at once, and keeps it warm; each render gets a fresh context. Every request the page
-makes is routed here and handed to the connection's client, which fetches it with sift's guarded
-client; the route handlers run concurrently (Playwright's async API), so a page's subrequests are
-asked for together and the client bounds how many it fetches at once. After ``argv[2]`` seconds
+render, so it launches the browser (``argv[3]``) at once and keeps it warm; each render gets a
+fresh context, made ahead of it (one spare). Every request the page makes is routed here and
+handed to the connection's client, which fetches it with sift's guarded client; the route
+handlers run concurrently (Playwright's async API), so a page's subrequests are asked for
+together and the client bounds how many it fetches at once. After ``argv[2]`` seconds
 without a render the process closes the browser and ends, returning its memory.
 
 Frames, both ways: a JSON line, then ``size`` raw bytes when the line has a ``size``.

@@ -4,6 +4,7 @@ SharedWorker taken away; and the shared render process leaves nothing behind."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
@@ -51,10 +52,8 @@ class Listener:
                 continue
             self.connections += 1
             conn.settimeout(0.5)
-            try:
+            with contextlib.suppress(OSError):
                 self.seen.append(conn.recv(300))
-            except OSError:
-                pass
             conn.close()
 
     def close(self) -> None:
