@@ -43,7 +43,9 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 POLL_SECONDS = 0.25
 # A page's subrequests fetched at once, each through the guard, per render.
 PARALLEL_FETCHES = 4
-# How long a starting render process may take to listen (Python and Playwright's import).
+# How long a render process may take to start listening (Python and Playwright's import), and a
+# render to have its browser and context ready (the browser's launch): the render's own deadline
+# starts after that.
 START_SECONDS = 15.0
 UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
 NAMESPACE_COMMAND = [UNSHARE, "--user", "--map-root-user", "--net", "--"]
@@ -77,8 +79,11 @@ RENDER_GATE = gate.Gate(
 
 
 def render_lease_seconds() -> float:
-    """How long a render may hold its slots: the document's download, then the render itself."""
-    return float(settings.SIFT_FETCH_TIMEOUT + settings.SIFT_RENDER_TIMEOUT + gate.LEASE_MARGIN_SECONDS)
+    """How long a render may hold its slots: the document's download, the browser's start, then
+    the render itself."""
+    return float(
+        settings.SIFT_FETCH_TIMEOUT + START_SECONDS + settings.SIFT_RENDER_TIMEOUT + gate.LEASE_MARGIN_SECONDS
+    )
 
 
 def render_slot() -> AbstractContextManager[int]:
@@ -103,8 +108,8 @@ def network_mode() -> str:
 
 def render(document: client.Download) -> str:
     """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died."""
-    deadline = time.monotonic() + float(settings.SIFT_RENDER_TIMEOUT)
-    conversation = _Conversation(*_connect(), deadline)
+    # Until the browser is ready, START_SECONDS; then the render's own deadline.
+    conversation = _Conversation(*_connect(), time.monotonic() + START_SECONDS)
     try:
         conversation.send(
             {
@@ -133,6 +138,7 @@ class _Conversation:
         self.frames: queue.Queue[tuple[dict[str, Any], bytes] | None] = queue.Queue()
         self.fetchers = ThreadPoolExecutor(PARALLEL_FETCHES, thread_name_prefix="render-fetch")
         self.over_memory = False
+        self.started = False
         threading.Thread(target=self._read, daemon=True).start()
 
     def send(self, header: dict[str, Any], body: bytes = b"") -> None:
@@ -157,6 +163,12 @@ class _Conversation:
         checked = 0.0
         while True:
             now = time.monotonic()
+            if now >= self.deadline and not self.started:
+                raise FetchError(
+                    Outcome.TIMEOUT,
+                    f"the browser did not start within {START_SECONDS:.0f}s",
+                    "The server is overloaded; retry later, or fetch the page without render.",
+                )
             if now >= self.deadline:
                 raise FetchError(
                     Outcome.TIMEOUT,
@@ -175,6 +187,10 @@ class _Conversation:
             if frame is None:
                 raise RenderCrashed("the render process ended without an answer")
             header, body = frame
+            if header.get("started"):
+                self.started = True
+                self.deadline = time.monotonic() + float(settings.SIFT_RENDER_TIMEOUT)
+                continue
             if header.get("html"):
                 return body.decode("utf-8")
             if header.get("page_crashed"):

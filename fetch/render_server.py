@@ -14,13 +14,14 @@ together and the client bounds how many it fetches at once. After ``argv[2]`` se
 without a render the process closes the browser and ends, returning its memory.
 
 Frames, both ways: a JSON line, then ``size`` raw bytes when the line has a ``size``.
-Server → client: ``{"pid"}`` on connecting; ``{"fetch": url, "id"}`` for each request of the
-page; last ``{"html": true, "size"}`` with the DOM as UTF-8, or ``{"failed": reason,
-"page_crashed": bool}``. Client → server: the job ``{"chromium", "url", "content_type",
-"timeout_ms", "size"}`` with the document's bytes, then answers ``{"id", "status",
-"content_type", "size"}`` or ``{"id", "refused": reason}``. ``page_crashed`` says the tab died
-while the browser lived on (its V8 heap, ``--max-old-space-size``, or its renderer killed for
-memory): Playwright's ``crash`` event and "Page crashed".
+Server → client: ``{"pid"}`` on connecting; ``{"started": true}`` once the browser and the
+page's context are ready; ``{"fetch": url, "id"}`` for each request of the page; last
+``{"html": true, "size"}`` with the DOM as UTF-8, or ``{"failed": reason, "page_crashed": bool}``.
+Client → server: the job ``{"chromium", "url", "content_type", "timeout_ms", "size"}`` with the
+document's bytes, then answers ``{"id", "status", "content_type", "size"}`` or ``{"id",
+"refused": reason}``. ``page_crashed`` says the tab died while the browser lived on (its V8
+heap, ``--max-old-space-size``, or its renderer killed for memory): Playwright's ``crash``
+event and "Page crashed".
 """
 
 from __future__ import annotations
@@ -239,6 +240,8 @@ class Server:
         tab: Tab | None = None
         try:
             tab = await self.tab(job["chromium"])
+            write_frame(talk.writer, {"started": True})  # the render's deadline starts now
+            await talk.writer.drain()
             return await tab.render(talk, job, document), None
         except Error as exc:
             reason = str(exc).splitlines()[0] if str(exc) else "the browser failed"
@@ -325,7 +328,8 @@ class Tab:
         """The page's DOM once it is ready; the context goes with the render."""
         self.talk, self.job, self.document = talk, job, document
         try:
-            await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"])
+            # The client ends the render at its deadline; this bound only keeps a lost one from staying.
+            await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"] + 5000)
             await settle(self.page, talk)
             return await self.page.content()
         finally:

@@ -125,3 +125,72 @@ def test_nothing_the_browser_or_its_page_sends_reaches_the_proxy_port_or_another
         assert interfaces == {"lo"}
     else:
         assert len(interfaces) > 1  # the host's own network: the proxy is the only wall
+
+
+SCRIPTED = (
+    '<!doctype html><html><body><main><article id="a"><h1>Tides</h1></article></main><script>'
+    'const p = document.createElement("p"); p.textContent = "Written by the page script about tides.";'
+    ' document.getElementById("a").appendChild(p);</script></body></html>'
+)
+SPIN = "<html><body><p>spin</p><script>while (true) {}</script></body></html>"
+
+
+def _render_family() -> set[int]:
+    """The render process's tree, and in the namespace mode every process of its namespace
+    (Chromium's crash handler leaves the tree for init)."""
+    family: set[int] = set()
+    for pid in render.running_pids():
+        family |= render._tree_pids(pid)
+        try:
+            namespace = os.readlink(f"/proc/{pid}/ns/net")
+        except OSError:
+            continue
+        if namespace != os.readlink("/proc/self/ns/net"):
+            for entry in Path("/proc").iterdir():
+                with contextlib.suppress(OSError):
+                    if entry.name.isdigit() and os.readlink(entry / "ns" / "net") == namespace:
+                        family.add(int(entry.name))
+    return family
+
+
+def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(agent, httpserver, settings):
+    """The short version of ``bench/render.py --soak`` (a heap hog's own test is in test_render.py)."""
+    _, client = agent
+    settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network("127.0.0.1/32"),)
+    settings.SIFT_RENDER_TIMEOUT = 15
+    for path, body in (("/page", SCRIPTED), ("/spin", SPIN)):
+        httpserver.expect_request(path).respond_with_data(body, content_type="text/html")
+    seen: set[int] = set()
+
+    def rendered(path: str, n: int) -> int:
+        settings.SIFT_RENDER_TIMEOUT = 3 if path == "/spin" else 15
+        response = client.get("/v1/fetch", url=httpserver.url_for(path) + f"?n={n}", render="true")
+        seen.update(_render_family())
+        return response.status_code
+
+    render.stop_server()
+    try:
+        assert rendered("/page", 0) == 200
+        time.sleep(0.5)  # the spare context made after it
+        first = (
+            len(render._tree_pids(min(render.running_pids()))),
+            render.tree_pss(min(render.running_pids())),
+        )
+        outcomes = [rendered("/spin", 1), rendered("/page", 2)]
+        for pid in render.running_pids():
+            for member in render._tree_pids(pid):
+                if "chromium" in Path(f"/proc/{member}/comm").read_text():
+                    os.kill(member, 9)
+        outcomes += [rendered("/page", 4), rendered("/page", 5), rendered("/page", 6)]
+        time.sleep(0.5)
+        (pid,) = render.running_pids()
+        last = (len(render._tree_pids(pid)), render.tree_pss(pid))
+    finally:
+        render.stop_server()
+    time.sleep(1)
+    left = {pid for pid in seen if render._alive(pid)}
+
+    assert outcomes == [504, 200, 200, 200, 200]
+    assert last[0] == first[0]
+    assert last[1] < first[1] * 1.5
+    assert left == set()
