@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.core.checks import run_checks
 
 from fetch import render
 
@@ -118,6 +119,8 @@ def test_nothing_the_browser_or_its_page_sends_reaches_the_proxy_port_or_another
         render.stop_server()
 
     assert render.network_mode() == mode
+    (shown,) = [m for m in run_checks() if m.id == "sift.I001"]
+    assert ("namespace of its own" in shown.msg) is (mode == "namespace")
     assert response.status_code == 200, response.content
     assert "SharedWorker is undefined." in response.json()["content"]
     assert (proxy.connections, elsewhere.connections) == (0, 0), (proxy.seen, elsewhere.seen)
