@@ -327,7 +327,10 @@ def _alive(pid: int) -> bool:
 
 
 def stop_server() -> None:
-    """Kill the render process this process last talked to, with every process under it."""
+    """Kill the machine's render process, if one listens, with every process under it."""
+    probe = _try_connect()  # learns the pid of one another process started
+    if probe is not None:
+        probe[0].close()
     for pid in running_pids():
         for member in _tree_pids(pid):
             try:

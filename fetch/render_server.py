@@ -62,10 +62,12 @@ LAUNCH_ARGS = [
 # Skipped for speed: they never change the text.
 SKIPPED_TYPES = frozenset({"image", "media", "font"})
 PAGE_COUNTED = frozenset({"fetch", "xhr"})
-# The page is ready when, after `load`, no routed request is pending, no counted timer is set and
-# the DOM has not changed for QUIET_SECONDS; or at SETTLE_CAP_SECONDS after `load` in any case.
+# The page is ready when, after `load`, no request is pending, no counted timer is set and the
+# DOM has not changed for QUIET_SECONDS; at SETTLE_CAP_SECONDS after `load` when no request is
+# pending (a page that never goes quiet), at REQUEST_CAP_SECONDS in any case.
 QUIET_SECONDS = 0.1
 SETTLE_CAP_SECONDS = 2.0
+REQUEST_CAP_SECONDS = 5.0
 CHECK_SECONDS = 0.02
 # Runs in every frame before the page's scripts: records when the DOM last changed and counts
 # pending short timers (up to 1 s, and not those a chain of timers keeps setting: polling), and
@@ -101,8 +103,8 @@ READY_SCRIPT = """(() => {
     const mine = level + 1;
     const id = set.call(window, function () {
       if (live.delete(id)) state.timers--;
-      const outer = level; level = mine;
-      try { return callback.apply(this, args); } finally { level = outer; }
+      const outer = level, wasPolling = polling; level = mine; polling = polling || mine > 3;
+      try { return callback.apply(this, args); } finally { level = outer; polling = wasPolling; }
     }, delay);
     if (counted) { live.add(id); state.timers++; }
     return id;
@@ -119,7 +121,7 @@ READY_SCRIPT = """(() => {
 })();"""
 READY_STATE = (
     "() => { const s = window.__siftReady;"
-    " return s ? [performance.now() - s.changed, s.timers + s.requests] : [1e9, 0]; }"
+    " return s ? [performance.now() - s.changed, s.timers, s.requests] : [1e9, 0, 0]; }"
 )
 
 
@@ -343,19 +345,21 @@ async def refuse_socket(socket: WebSocketRoute) -> None:
 
 
 async def settle(page: Page, talk: Job) -> None:
-    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the cap."""
+    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps."""
     loop = asyncio.get_running_loop()
-    talk.last_change = max(talk.last_change, loop.time())
-    cap = loop.time() + SETTLE_CAP_SECONDS
-    while loop.time() < cap:
-        if talk.pending == 0 and loop.time() - talk.last_change >= QUIET_SECONDS:
-            try:
-                unchanged_ms, waiting = await page.evaluate(READY_STATE)
-            except Error:
-                return  # a page navigating away or gone is read as it is
-            quiet = talk.pending == 0 and loop.time() - talk.last_change >= QUIET_SECONDS
-            if quiet and unchanged_ms >= QUIET_SECONDS * 1000 and waiting == 0:
-                return
+    loaded = talk.last_change = max(talk.last_change, loop.time())
+    while loop.time() - loaded < REQUEST_CAP_SECONDS:
+        try:
+            unchanged_ms, timers, requests = await page.evaluate(READY_STATE)
+        except Error:
+            return  # a page navigating away or gone is read as it is
+        requests += talk.pending
+        now = loop.time()
+        quiet_for = min(now - talk.last_change, unchanged_ms / 1000)
+        if requests == 0 and timers == 0 and quiet_for >= QUIET_SECONDS:
+            return
+        if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
+            return  # never quiet: polling, animating
         await asyncio.sleep(CHECK_SECONDS)
 
 
