@@ -5,21 +5,19 @@ Default: the twelve script-built pages of ``bench/render_pages.py`` served on 12
 Rows: **playwright** (the floor: the same Chromium launched once by bare Playwright, a fresh
 context per page, ``page.content()`` right after ``load``, no routing), **sift** (the real
 pipeline, ``fetch.pipeline.fetch`` with ``render: true``: gate, guarded download, render,
-extraction, cache on a throwaway SQLite database) and, with ``--crawl4ai`` where the package is
-installed, **crawl4ai** pointed at the same Chromium. A page is right when its marker sentence
+extraction, cache on a throwaway SQLite database). A page is right when its marker sentence
 is in the answer. Also printed: sift's first render after start-up (browser start included).
 
 ``--articles``: the first ``--pages`` pages of the article-extraction set, with and without
 render (pages/s, peak memory). ``--soak N``: N renders in a row (timeouts, crashes and heap hogs
 among them) and the browser's process count and memory after the first and after the last.
 
-    .venv/bin/python -m bench.render [--rounds 3] [--crawl4ai] [--articles] [--soak 500]
+    .venv/bin/python -m bench.render [--rounds 3] [--articles] [--soak 500]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -83,37 +81,12 @@ class _Floor:
         self.playwright.stop()
 
 
-class _Crawl4ai:
-    """Crawl4AI's AsyncWebCrawler on the same Chromium, one crawler reused for every page."""
-
-    def __init__(self) -> None:
-        from crawl4ai import AsyncWebCrawler, BrowserConfig, CacheMode, CrawlerRunConfig
-
-        self.loop = asyncio.new_event_loop()
-        config = BrowserConfig(headless=True, browser_type="chromium", chrome_channel="", verbose=False)
-        config.browser_args = []
-        self.crawler = AsyncWebCrawler(config=BrowserConfig(**{**config.to_dict(), "chrome_channel": ""}))
-        self.run_config = CrawlerRunConfig(cache_mode=CacheMode.BYPASS, verbose=False)
-        self.loop.run_until_complete(self.crawler.start())
-
-    def __call__(self, url: str, marker: str) -> tuple[float, bool]:
-        began = time.monotonic()
-        result: Any = self.loop.run_until_complete(self.crawler.arun(url, config=self.run_config))
-        return time.monotonic() - began, marker in (result.html or "")
-
-    def close(self) -> None:
-        self.loop.run_until_complete(self.crawler.close())
-        self.loop.close()
-
-
-def scripted(rounds: int, with_crawl4ai: bool) -> None:
+def scripted(rounds: int) -> None:
     files, markers = render_pages.build()
     with render_pages.serving(files) as port:
         base = f"http://{render_pages.LOOPBACK}:{port}"
         floor = _Floor()
         rows: dict[str, Any] = {"playwright": floor, "sift": _sift}
-        if with_crawl4ai:
-            rows["crawl4ai"] = _Crawl4ai()
         first, _ = _sift(f"{base}/static?first", markers["/static"])
         seconds: dict[str, list[float]] = {name: [] for name in rows}
         right: dict[str, int] = dict.fromkeys(rows, 0)
@@ -162,7 +135,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     data.add_argument(parser)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
-    parser.add_argument("--crawl4ai", action="store_true", help="add Crawl4AI as a row (if installed)")
     parser.add_argument("--articles", action="store_true", help="the article set, with and without render")
     parser.add_argument("--pages", type=int, default=20, help="article pages (default: %(default)s)")
     parser.add_argument("--soak", type=int, default=0, metavar="N", help="N renders in a row, leak check")
@@ -188,7 +160,7 @@ def main() -> None:
 
                 articles_run(article_pages(parser, args.data, args.pages))
             else:
-                scripted(args.rounds, args.crawl4ai)
+                scripted(args.rounds)
 
 
 if __name__ == "__main__":
