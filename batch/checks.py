@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Info, Tags, Warning, register
 
 from batch import worker
-from fetch import guard, limits
+from fetch import guard, limits, render
 
 
 def longest_fetch_seconds() -> float:
@@ -192,3 +192,17 @@ def metrics_need_a_token(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
             id="sift.W005",
         )
     ]
+
+
+@register(Tags.security)
+def render_network_mode(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Where rendering's browser runs: its own network namespace, or the fail-closed proxy alone."""
+    if not render.available():
+        return []
+    if render.network_mode() == "namespace":
+        what = "in a network namespace of its own (no route anywhere; the fail-closed proxy behind it)"
+        hint = None
+    else:
+        what = "with the fail-closed proxy only (no network namespace here)"
+        hint = "Set SIFT_RENDER_NAMESPACE=true on a platform that allows unprivileged user namespaces."
+    return [Info(f"rendering's browser runs {what}", hint=hint, id="sift.I001")]

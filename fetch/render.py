@@ -1,28 +1,34 @@
 """Rendering (docs/rendering.md): a page's scripts run in headless Chromium, every request of the
 page fetched by sift's guarded client.
 
-The browser runs in a child process (``render_child.py``) started with an empty environment, so
-Playwright's driver and Chromium never see sift's secrets. One child per process stays warm
-between renders, each render in a fresh context; after a render that did not end well, the
-child and all its descendants are killed, and the next render starts a new one. This side
-answers the child's requests with ``client.download``, enforces the render's deadline and
-watches the tree's memory. A child whose parent went reads the end of its stdin and stops.
+The browser lives in one render process per machine (``render_server.py``), started on demand
+by the first render with an environment of ``PATH`` only and, where the platform allows, in a
+network namespace of its own; it ends by itself after ``SIFT_RENDER_IDLE`` without a render.
+Web and cluster processes hand it renders over its Unix socket (``SIFT_RENDER_SOCKET``), one
+connection each, and answer the page's requests with ``client.download``, a few at a time. This
+side enforces the render's deadline and watches the memory of the render process's tree: past
+either, the whole tree is killed and the next render starts a new one.
 """
 
 from __future__ import annotations
 
-import base64
+import fcntl
 import json
+import logging
 import os
-import select
+import queue
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from contextlib import AbstractContextManager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, suppress
+from functools import cache
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from django.conf import settings
 
@@ -32,15 +38,23 @@ from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome, RetryAfter
 
-CHILD = Path(__file__).with_name("render_child.py")
+SERVER = Path(__file__).with_name("render_server.py")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 POLL_SECONDS = 0.25
-# The pids of the render children running now, so a test can find the browser to kill.
-running: set[int] = set()
+# A page's subrequests fetched at once, each through the guard, per render.
+PARALLEL_FETCHES = 4
+# How long a render process may take to start listening (Python and Playwright's import), and a
+# render to have its browser and context ready (the browser's launch): the render's own deadline
+# starts after that.
+START_SECONDS = 15.0
+UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
+NAMESPACE_COMMAND = [UNSHARE, "--user", "--map-root-user", "--net", "--"]
+logger = logging.getLogger(__name__)
+_last_pid: list[int] = []
 
 
 class RenderCrashed(Exception):
-    """The browser or its child died before answering; the render may be tried again."""
+    """The browser or the render process died before answering; the render may be tried again."""
 
 
 def available() -> bool:
@@ -65,8 +79,11 @@ RENDER_GATE = gate.Gate(
 
 
 def render_lease_seconds() -> float:
-    """How long a render may hold its slots: the document's download, then the render itself."""
-    return float(settings.SIFT_FETCH_TIMEOUT + settings.SIFT_RENDER_TIMEOUT + gate.LEASE_MARGIN_SECONDS)
+    """How long a render may hold its slots: the document's download, the browser's start, then
+    the render itself."""
+    return float(
+        settings.SIFT_FETCH_TIMEOUT + START_SECONDS + settings.SIFT_RENDER_TIMEOUT + gate.LEASE_MARGIN_SECONDS
+    )
 
 
 def render_slot() -> AbstractContextManager[int]:
@@ -74,121 +91,158 @@ def render_slot() -> AbstractContextManager[int]:
     return RENDER_GATE.slot(render_lease_seconds())
 
 
-class _WarmBrowser:
-    """This process's render child and its browser, kept between renders that end well.
-
-    Any render that does not (timeout, memory, crash, a page that failed) kills the child with
-    its whole tree, and the next render starts a new one. A process forked from one that had a
-    child starts its own: the pipes of the parent's are not its to use.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.child: subprocess.Popen[bytes] | None = None
-        self.owner = 0
-
-    def take(self) -> subprocess.Popen[bytes]:
-        if self.child is not None and (self.owner != os.getpid() or self.child.poll() is not None):
-            if self.owner == os.getpid():
-                self.retire()
-            self.child = None
-        if self.child is None:
-            self.child = _start_child()
-            self.owner = os.getpid()
-        return self.child
-
-    def retire(self) -> None:
-        if self.child is not None and self.owner == os.getpid():
-            running.discard(self.child.pid)
-            _kill_tree(self.child)
-        self.child = None
+@cache
+def namespace_possible() -> bool:
+    """Whether this platform lets an unprivileged process have a network namespace of its own."""
+    try:
+        done = subprocess.run([*NAMESPACE_COMMAND, "true"], capture_output=True, timeout=10, check=False)  # noqa: S603
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
 
-_warm = _WarmBrowser()
-
-
-def _start_child() -> subprocess.Popen[bytes]:
-    child = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
-        [sys.executable, "-I", str(CHILD)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={"PATH": "/usr/bin:/bin"},
-        start_new_session=True,
-        cwd="/",
-    )
-    running.add(child.pid)
-    return child
+def network_mode() -> str:
+    """``namespace`` (the browser has no route at all) or ``proxy`` (the fail-closed proxy only)."""
+    return "namespace" if settings.SIFT_RENDER_NAMESPACE and namespace_possible() else "proxy"
 
 
 def render(document: client.Download) -> str:
     """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died."""
-    timeout = float(settings.SIFT_RENDER_TIMEOUT)
-    if not _warm.lock.acquire(timeout=timeout):
-        raise FetchError(
-            Outcome.BUSY,
-            "this process's browser stayed busy with another render",
-            f"Retry after {RetryAfter.PARSER} seconds.",
-            retry_after=RetryAfter.PARSER,
-        )
+    # Until the browser is ready, START_SECONDS; then the render's own deadline.
+    conversation = _Conversation(*_connect(), time.monotonic() + START_SECONDS)
     try:
-        deadline = time.monotonic() + timeout
-        child = _warm.take()
-        assert child.stdin is not None
-        ended_well = False
-        try:
-            _send(
-                child.stdin,
-                {
-                    "chromium": settings.SIFT_RENDER_CHROMIUM,
-                    "url": document.final_url,
-                    "content_type": document.content_type,
-                    "body": base64.b64encode(document.body).decode("ascii"),
-                    "timeout_ms": int(timeout * 1000),
-                },
-            )
-            html = _converse(child, deadline)
-            ended_well = True
-            return html
-        finally:
-            if not ended_well:
-                _warm.retire()
+        conversation.send(
+            {
+                "chromium": settings.SIFT_RENDER_CHROMIUM,
+                "url": document.final_url,
+                "content_type": _content_type(document),
+                "timeout_ms": int(float(settings.SIFT_RENDER_TIMEOUT) * 1000),
+            },
+            document.body,
+        )
+        return conversation.run()
+    except FetchError as exc:
+        if exc.outcome == Outcome.TIMEOUT or conversation.over_memory:
+            stop_server()  # the render process and every process under it
+        raise
     finally:
-        _warm.lock.release()
+        conversation.close()
 
 
-def _converse(child: subprocess.Popen[bytes], deadline: float) -> str:
-    assert child.stdin is not None
-    while True:
-        message = _next_message(child, deadline)
-        if "html" in message:
-            return str(message["html"])
-        if message.get("page_crashed"):
-            raise _out_of_memory("the page's tab crashed, out of its script heap")
-        if "failed" in message:
-            raise RenderCrashed(str(message["failed"]))
-        _send(child.stdin, _answer(str(message.get("fetch", "")), deadline))
+class _Conversation:
+    """One render's connection: frames in on a reader thread, subrequests fetched on a pool."""
+
+    def __init__(self, sock: socket.socket, pid: int, deadline: float) -> None:
+        self.sock, self.pid, self.deadline = sock, pid, deadline
+        self.writing = threading.Lock()
+        self.frames: queue.Queue[tuple[dict[str, Any], bytes] | None] = queue.Queue()
+        self.fetchers = ThreadPoolExecutor(PARALLEL_FETCHES, thread_name_prefix="render-fetch")
+        self.over_memory = False
+        self.started = False
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def send(self, header: dict[str, Any], body: bytes = b"") -> None:
+        if body:
+            header = {**header, "size": len(body)}
+        try:
+            with self.writing:
+                self.sock.sendall(json.dumps(header).encode() + b"\n" + body)
+        except OSError:
+            raise RenderCrashed("the render process went away") from None
+
+    def _read(self) -> None:
+        try:
+            with self.sock.makefile("rb") as stream:
+                while frame := _read_frame(stream):
+                    self.frames.put(frame)
+        except (OSError, ValueError):
+            pass
+        self.frames.put(None)
+
+    def run(self) -> str:
+        checked = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= self.deadline and not self.started:
+                raise FetchError(
+                    Outcome.TIMEOUT,
+                    f"the browser did not start within {START_SECONDS:.0f}s",
+                    "The server is overloaded; retry later, or fetch the page without render.",
+                )
+            if now >= self.deadline:
+                raise FetchError(
+                    Outcome.TIMEOUT,
+                    f"the page did not finish rendering within {settings.SIFT_RENDER_TIMEOUT:.0f}s",
+                    "The page's scripts run too long; fetch it without render, or retry later.",
+                )
+            if now - checked >= POLL_SECONDS:
+                checked = now
+                if tree_pss(self.pid) > settings.SIFT_RENDER_MAX_MEMORY:
+                    self.over_memory = True
+                    raise _out_of_memory("the browser held more memory than a render may")
+            try:
+                frame = self.frames.get(timeout=min(POLL_SECONDS, self.deadline - now))
+            except queue.Empty:
+                continue
+            if frame is None:
+                raise RenderCrashed("the render process ended without an answer")
+            header, body = frame
+            if header.get("started"):
+                self.started = True
+                self.deadline = time.monotonic() + float(settings.SIFT_RENDER_TIMEOUT)
+                continue
+            if header.get("html"):
+                return body.decode("utf-8")
+            if header.get("page_crashed"):
+                raise _out_of_memory("the page's tab crashed, out of its script heap")
+            if "failed" in header:
+                raise RenderCrashed(str(header["failed"]))
+            if "fetch" in header:
+                self.fetchers.submit(self._answer, header)
+
+    def _answer(self, request: dict[str, Any]) -> None:
+        """The guarded client's answer to one request of the page, within the render's deadline."""
+        left = min(float(settings.SIFT_FETCH_TIMEOUT), self.deadline - time.monotonic())
+        try:
+            if left <= 0:
+                raise FetchError(Outcome.TIMEOUT, "past the render's deadline", "")
+            download = client.download(str(request["fetch"]), timeout=left)
+        except FetchError as exc:
+            answer: dict[str, Any] = {"id": request["id"], "refused": exc.outcome}
+            body = b""
+        else:
+            answer = {
+                "id": request["id"],
+                "status": download.status,
+                "content_type": _content_type(download),
+            }
+            body = download.body
+        with suppress(RenderCrashed):  # the render ended meanwhile
+            self.send(answer, body)
+
+    def close(self) -> None:
+        self.fetchers.shutdown(wait=False, cancel_futures=True)
+        with suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
 
 
-def _next_message(child: subprocess.Popen[bytes], deadline: float) -> dict[str, Any]:
-    assert child.stdout is not None
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise FetchError(
-                Outcome.TIMEOUT,
-                f"the page did not finish rendering within {settings.SIFT_RENDER_TIMEOUT:.0f}s",
-                "The page's scripts run too long; fetch it without render, or retry later.",
-            )
-        if _tree_rss(child.pid) > settings.SIFT_RENDER_MAX_MEMORY:
-            raise _out_of_memory("the browser held more memory than a render may")
-        ready, _, _ = select.select([child.stdout], [], [], min(POLL_SECONDS, remaining))
-        if ready:
-            line = child.stdout.readline()
-            if not line:
-                raise RenderCrashed("the browser process ended without an answer")
-            message: dict[str, Any] = json.loads(line)
-            return message
+def _content_type(download: client.Download) -> str:
+    """The declared type with its charset, so the browser decodes the bytes as the site meant."""
+    media = download.content_type or "application/octet-stream"
+    return f"{media}; charset={download.charset}" if download.charset else media
+
+
+def _read_frame(stream: Any) -> tuple[dict[str, Any], bytes] | None:
+    line = stream.readline()
+    if not line:
+        return None
+    header: dict[str, Any] = json.loads(line)
+    size = int(header.get("size", 0))
+    body = stream.read(size) if size else b""
+    if len(body) < size:
+        return None
+    return header, body
 
 
 MEMORY_HINT = "Fetch the page with render false: its text may need no scripts."
@@ -198,35 +252,95 @@ def _out_of_memory(what: str) -> FetchError:
     return FetchError(Outcome.MEMORY_LIMIT, f"{what}: the page's scripts allocate without end", MEMORY_HINT)
 
 
-def _answer(url: str, deadline: float) -> dict[str, Any]:
-    """The guarded client's answer to one request of the page, given up at the render's deadline."""
-    result: dict[str, Any] = {"refused": "no answer before the render's deadline"}
-
-    def fetch() -> None:
-        try:
-            download = client.download(url)
-        except FetchError as exc:
-            result.update(refused=exc.outcome)
-            return
-        result.clear()
-        result.update(
-            status=download.status,
-            content_type=download.content_type or "application/octet-stream",
-            body=base64.b64encode(download.body).decode("ascii"),
-        )
-
-    worker = threading.Thread(target=fetch, daemon=True)
-    worker.start()
-    worker.join(max(0.0, deadline - time.monotonic()))
-    return dict(result) if not worker.is_alive() else {"refused": "timeout"}
+# --- the render process -----------------------------------------------------------------------
 
 
-def _send(pipe: IO[bytes], message: dict[str, Any]) -> None:
+def _connect() -> tuple[socket.socket, int]:
+    """A connection to the render process, which is started if none listens; and its pid."""
+    for _ in range(3):
+        connected = _try_connect()
+        if connected is not None:
+            return connected
+        _start_server()
+    raise RenderCrashed("the render process did not start")
+
+
+def _try_connect() -> tuple[socket.socket, int] | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        pipe.write((json.dumps(message) + "\n").encode("utf-8"))
-        pipe.flush()
-    except (BrokenPipeError, OSError):
-        raise RenderCrashed("the browser process went away") from None
+        sock.settimeout(START_SECONDS)
+        sock.connect(settings.SIFT_RENDER_SOCKET)
+        hello = b""
+        while not hello.endswith(b"\n"):
+            chunk = sock.recv(1)
+            if not chunk:
+                raise ConnectionError("the render process closed the connection")
+            hello += chunk
+        sock.settimeout(None)
+        pid = int(json.loads(hello)["pid"])
+    except (OSError, ValueError, KeyError):
+        sock.close()
+        return None
+    _last_pid[:] = [pid]
+    return sock, pid
+
+
+def _start_server() -> None:
+    path = Path(settings.SIFT_RENDER_SOCKET)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one starter at a time, machine-wide
+        probe = _try_connect()
+        if probe is not None:
+            probe[0].close()
+            return
+        path.unlink(missing_ok=True)
+        mode = network_mode()
+        idle = str(float(settings.SIFT_RENDER_IDLE))
+        command = [sys.executable, "-I", str(SERVER), str(path), idle, settings.SIFT_RENDER_CHROMIUM]
+        process = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
+            [*NAMESPACE_COMMAND, *command] if mode == "namespace" else command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={"PATH": "/usr/bin:/bin"},
+            start_new_session=True,
+            cwd="/",
+        )
+        threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends
+        give_up = time.monotonic() + START_SECONDS
+        while not path.exists() and process.poll() is None and time.monotonic() < give_up:
+            time.sleep(0.02)
+        logger.info("render process %s started; its network: %s", process.pid, mode)
+
+
+def running_pids() -> set[int]:
+    """The render process, if the last one this process talked to still runs."""
+    return {pid for pid in _last_pid if _alive(pid)}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_server() -> None:
+    """Kill the machine's render process, if one listens, with every process under it."""
+    probe = _try_connect()  # learns the pid of one another process started
+    if probe is not None:
+        probe[0].close()
+    for pid in running_pids():
+        for member in _tree_pids(pid):
+            try:
+                os.kill(member, signal.SIGKILL)
+            except OSError:
+                continue
+        give_up = time.monotonic() + 5
+        while _alive(pid) and time.monotonic() < give_up:
+            time.sleep(0.02)
+    _last_pid.clear()
 
 
 def _tree_pids(root: int) -> set[int]:
@@ -247,8 +361,8 @@ def _tree_pids(root: int) -> set[int]:
     return tree
 
 
-def _tree_rss(root: int) -> int:
-    """Memory of the render child and its descendants: the driver and the browser's tree.
+def tree_pss(root: int) -> int:
+    """Memory of the render process and its descendants: the driver and the browser's tree.
 
     Proportional set sizes, so the pages Chromium's processes share are counted once in all.
     """
@@ -263,15 +377,3 @@ def _tree_rss(root: int) -> int:
                 total += int(line.split()[1]) * 1024
                 break
     return total
-
-
-def _kill_tree(child: subprocess.Popen[bytes]) -> None:
-    for pid in _tree_pids(child.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            continue
-    child.wait()
-    for pipe in (child.stdin, child.stdout):
-        if pipe is not None:
-            pipe.close()

@@ -220,6 +220,12 @@ SIFT_RENDER_TIMEOUT = env_duration("SIFT_RENDER_TIMEOUT", "20s")
 SIFT_RENDER_MAX_MEMORY = env_bytes("SIFT_RENDER_MAX_MEMORY", "1GiB")
 # /v1/map and MCP's map (docs/mapping.md): the deadline of one whole map, every file included.
 SIFT_MAP_TIMEOUT = env_duration("SIFT_MAP_TIMEOUT", "60s")
+# The one render process of the machine: its Unix socket, and how long it stays up without a render.
+SIFT_RENDER_SOCKET = env_str("SIFT_RENDER_SOCKET", str(BASE_DIR / "var" / "render.sock"))
+SIFT_RENDER_IDLE = env_duration("SIFT_RENDER_IDLE", "2m")
+# Run the browser in a network namespace of its own where the platform allows (false: the
+# fail-closed proxy alone).
+SIFT_RENDER_NAMESPACE = env_bool("SIFT_RENDER_NAMESPACE", True)
 
 # --- logging --------------------------------------------------------------------------------
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from fetch import render
 
 from .factories import LOOPBACK
 from .sites import Answer, site
@@ -30,6 +33,14 @@ fetch("/story.json").then(r => r.json()).then(story => {
   document.getElementById("story").appendChild(p);
 });
 </script></body></html>"""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def render_process_stopped_after_the_module() -> Iterator[None]:
+    yield
+    render.stop_server()
+
+
 ROUTES = {
     "/tides": Answer(body=SCRIPTED_PAGE),
     "/story.json": Answer(body=json.dumps({"text": STORY_TEXT}).encode(), content_type="application/json"),

@@ -51,6 +51,12 @@ fetch("/story.json").then(r => r.json()).then(story => {
 STORY = {"paragraphs": [ARTICLE_TEXT, "Their range is the smallest of the month, and harbours plan by it."]}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def render_process_stopped_after_the_module() -> Iterator[None]:
+    yield
+    render.stop_server()
+
+
 @pytest.fixture
 def render_settings(settings) -> None:
     settings.SIFT_FETCH_ALLOW_CIDRS = ONLY_127_0_0_1
@@ -203,7 +209,7 @@ def test_a_browser_over_the_render_memory_limit_is_killed_and_the_render_ends_me
     httpserver.expect_request("/story.json").respond_with_json(STORY)
 
     response = _fetch(client, url=httpserver.url_for("/tides"), render="true")
-    children = set(render.running)
+    children = set(render.running_pids())
 
     assert response.status_code == 422, response.content
     assert response.json()["code"] == "memory_limit"
@@ -214,7 +220,7 @@ def test_a_browser_over_the_render_memory_limit_is_killed_and_the_render_ends_me
 def _browser_pids() -> list[int]:
     """Chromium processes started by this process's render children."""
     pids = []
-    for child in list(render.running):
+    for child in list(render.running_pids()):
         for pid in render._tree_pids(child):
             try:
                 if "chromium" in Path(f"/proc/{pid}/comm").read_text():
@@ -317,7 +323,9 @@ def test_a_batch_of_six_renders_on_two_workers_never_renders_more_than_render_sl
         upstream.server_close()
     job.refresh_from_db()
     assert (job.status, job.targets_done) == ("done", 6), deployment.log("cluster")[-3000:]
-    assert all(ARTICLE_TEXT in target.result["content"] for target in job.targets.all())
+    assert all(ARTICLE_TEXT in target.result["content"] for target in job.targets.all()), [
+        t.result for t in job.targets.all()
+    ]
     assert all(target.result["meta"]["rendered"] for target in job.targets.all())
     assert upstream.stories >= 6
     assert upstream.most == 1
@@ -416,13 +424,13 @@ def test_the_browser_stays_warm_between_renders_and_is_replaced_after_a_timeout(
     )
 
     first = _fetch(client, url=httpserver.url_for("/a"), render="true")
-    children_first = set(render.running)
+    children_first = set(render.running_pids())
     second = _fetch(client, url=httpserver.url_for("/b"), render="true")
-    children_second = set(render.running)
+    children_second = set(render.running_pids())
     spun = _fetch(client, url=httpserver.url_for("/spin"), render="true")
     third = _fetch(client, url=httpserver.url_for("/c"), render="true")
 
     assert [r.status_code for r in (first, second, spun, third)] == [200, 200, 504, 200]
     assert len(children_first) == 1
     assert children_second == children_first
-    assert set(render.running).isdisjoint(children_first)
+    assert set(render.running_pids()).isdisjoint(children_first)

@@ -1,0 +1,388 @@
+"""The browser side of rendering: one shared render process per machine (docs/rendering.md).
+
+It imports nothing of sift and no Django: ``fetch/render.py`` starts it as a plain script with
+``python -I``, an environment of ``PATH`` only and, where the platform allows, in a network
+namespace of its own (``unshare --user --map-root-user --net``: nothing but a loopback that is
+down), so Playwright's driver and Chromium inherit no secret and have no route anywhere.
+
+It listens on a Unix socket (``argv[1]``); each connection is one render. It is started for a
+render, so it launches the browser (``argv[3]``) at once and keeps it warm; each render gets a
+fresh context, made ahead of it (one spare). Every request the page makes is routed here and
+handed to the connection's client, which fetches it with sift's guarded client; the route
+handlers run concurrently (Playwright's async API), so a page's subrequests are asked for
+together and the client bounds how many it fetches at once. After ``argv[2]`` seconds
+without a render the process closes the browser and ends, returning its memory.
+
+Frames, both ways: a JSON line, then ``size`` raw bytes when the line has a ``size``.
+Server → client: ``{"pid"}`` on connecting; ``{"started": true}`` once the browser and the
+page's context are ready; ``{"fetch": url, "id"}`` for each request of the page; last
+``{"html": true, "size"}`` with the DOM as UTF-8, or ``{"failed": reason, "page_crashed": bool}``.
+Client → server: the job ``{"chromium", "url", "content_type", "timeout_ms", "size"}`` with the
+document's bytes, then answers ``{"id", "status", "content_type", "size"}`` or ``{"id",
+"refused": reason}``. ``page_crashed`` says the tab died while the browser lived on (its V8
+heap, ``--max-old-space-size``, or its renderer killed for memory): Playwright's ``crash``
+event and "Page crashed".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Browser, Error, Page, Playwright, Route, WebSocketRoute, async_playwright
+
+# Fail closed: a request that escaped interception (the page's, or the browser's own background
+# traffic) goes to a proxy whose name resolves nowhere: every host name maps to NOTFOUND, so no
+# connection is even tried, and loopback is not exempt from the proxy (Chromium bypasses it for
+# loopback by default). In the network namespace there is no route at all besides.
+LAUNCH_ARGS = [
+    "--proxy-server=http://sift-no-proxy.invalid:9",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--proxy-bypass-list=<-loopback>",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-domain-reliability",
+    "--disable-sync",
+    "--no-pings",
+    "--dns-prefetch-disable",
+    "--disable-features=NetworkPrediction,InterestFeedContentSuggestions,MediaRouter,"
+    "OptimizationHints,DialMediaRouteProvider,AutofillServerCommunication,NetworkTimeServiceQuerying",
+    "--disable-blink-features=SharedWorker",
+    "--js-flags=--max-old-space-size=256",
+    "--disable-dev-shm-usage",
+]
+# Skipped for speed: they never change the text.
+SKIPPED_TYPES = frozenset({"image", "media", "font"})
+PAGE_COUNTED = frozenset({"fetch", "xhr"})
+# The page is ready when, after `load`, no request is pending, no counted timer is set and the
+# DOM has not changed for QUIET_SECONDS; at SETTLE_CAP_SECONDS after `load` when no request is
+# pending (a page that never goes quiet), at REQUEST_CAP_SECONDS in any case.
+QUIET_SECONDS = 0.1
+SETTLE_CAP_SECONDS = 2.0
+REQUEST_CAP_SECONDS = 5.0
+CHECK_SECONDS = 0.02
+# Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
+# computed style hides from a reader (fetch/hidden.py drops it).
+HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="utf-8")
+# Runs in every frame before the page's scripts: records when the DOM last changed and counts
+# pending short timers (up to 1 s, and not those a chain of timers keeps setting: polling), and
+# takes SharedWorker away (its requests would escape routing).
+READY_SCRIPT = """(() => {
+  if (window.__siftReady) return;
+  const state = {changed: performance.now(), timers: 0, requests: 0};
+  Object.defineProperty(window, "__siftReady", {value: state});
+  try { Object.defineProperty(window, "SharedWorker", {value: undefined, configurable: false}); } catch (e) {}
+  new MutationObserver(() => { state.changed = performance.now(); })
+    .observe(document, {subtree: true, childList: true, characterData: true});
+  const settled = () => { state.requests--; state.changed = performance.now(); };
+  let polling = false;  // in a setInterval callback: its requests are the page polling
+  const fetch = window.fetch;
+  window.fetch = function (...args) {
+    if (polling) return fetch.apply(this, args);
+    state.requests++;
+    try { const answer = fetch.apply(this, args); answer.then(settled, settled); return answer; }
+    catch (e) { settled(); throw e; }
+  };
+  const send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = function (...args) {
+    if (polling) return send.apply(this, args);
+    state.requests++;
+    this.addEventListener("loadend", settled);
+    try { return send.apply(this, args); }
+    catch (e) { this.removeEventListener("loadend", settled); settled(); throw e; }
+  };
+  const set = window.setTimeout, clear = window.clearTimeout, live = new Set();
+  let level = 0;
+  window.setTimeout = function (callback, delay, ...args) {
+    const counted = typeof callback === "function" && (Number(delay) || 0) <= 1000 && level < 3;
+    const mine = level + 1;
+    const id = set.call(window, function () {
+      if (live.delete(id)) state.timers--;
+      const outer = level, wasPolling = polling; level = mine; polling = polling || mine > 3;
+      try { return callback.apply(this, args); } finally { level = outer; polling = wasPolling; }
+    }, delay);
+    if (counted) { live.add(id); state.timers++; }
+    return id;
+  };
+  const every = window.setInterval;
+  window.setInterval = function (callback, delay, ...args) {
+    if (typeof callback !== "function") return every.call(window, callback, delay, ...args);
+    return every.call(window, function () {
+      polling = true;
+      try { return callback.apply(this, args); } finally { polling = false; }
+    }, delay);
+  };
+  window.clearTimeout = function (id) { if (live.delete(id)) state.timers--; return clear.call(window, id); };
+})();"""
+READY_STATE = (
+    "() => { const s = window.__siftReady;"
+    " return s ? [performance.now() - s.changed, s.timers, s.requests] : [1e9, 0, 0]; }"
+)
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[dict[str, Any], bytes]:
+    line = await reader.readline()
+    if not line:
+        raise EOFError
+    header: dict[str, Any] = json.loads(line)
+    body = await reader.readexactly(int(header["size"])) if header.get("size") else b""
+    return header, body
+
+
+def write_frame(writer: asyncio.StreamWriter, header: dict[str, Any], body: bytes = b"") -> None:
+    if body:
+        header = {**header, "size": len(body)}
+    writer.write(json.dumps(header).encode() + b"\n" + body)
+
+
+Failure = dict[str, Any]
+
+
+class Job:
+    """One connection's render: its requests to the client, and what it has pending."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.waiting: dict[int, asyncio.Future[tuple[dict[str, Any], bytes]]] = {}
+        self.numbers = itertools.count()
+        self.pending = 0
+        self.last_change = asyncio.get_running_loop().time()
+
+    async def fetch(self, url: str) -> tuple[dict[str, Any], bytes]:
+        number = next(self.numbers)
+        answer = asyncio.get_running_loop().create_future()
+        self.waiting[number] = answer
+        write_frame(self.writer, {"fetch": url, "id": number})
+        await self.writer.drain()
+        return await answer
+
+    async def answers(self) -> None:
+        """Hands each answer of the client to the request waiting for it; ends when it goes."""
+        while True:
+            header, body = await read_frame(self.reader)
+            answer = self.waiting.pop(int(header["id"]), None)
+            if answer is not None and not answer.done():
+                answer.set_result((header, body))
+
+
+class Server:
+    def __init__(self, idle_seconds: float) -> None:
+        self.idle_seconds = idle_seconds
+        self.playwright: Playwright | None = None
+        self.browser: Browser | None = None
+        self.launching = asyncio.Lock()
+        self.spare: asyncio.Task[Tab] | None = None
+        self.active = 0
+        self.last_used = asyncio.get_running_loop().time()
+
+    async def browser_for(self, chromium: str) -> Browser:
+        async with self.launching:
+            if self.browser is None or not self.browser.is_connected():
+                if self.playwright is None:
+                    self.playwright = await async_playwright().start()
+                self.browser = await self.playwright.chromium.launch(
+                    executable_path=chromium, args=LAUNCH_ARGS, env={}, headless=True
+                )
+            return self.browser
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.active += 1
+        try:
+            write_frame(writer, {"pid": os.getpid()})
+            await writer.drain()
+            job, document = await read_frame(reader)
+            talk = Job(reader, writer)
+            listening = asyncio.create_task(talk.answers())
+            rendering = asyncio.create_task(self.render(talk, job, document))
+            await asyncio.wait({listening, rendering}, return_when=asyncio.FIRST_COMPLETED)
+            if rendering.done():
+                listening.cancel()
+                html, failed = rendering.result()
+                if failed is None:
+                    write_frame(writer, {"html": True}, html.encode("utf-8"))
+                else:
+                    write_frame(writer, failed)
+                await writer.drain()
+            else:  # the client went: its render is given up
+                rendering.cancel()
+                with contextlib.suppress(BaseException):
+                    await rendering
+        except (EOFError, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self.active -= 1
+            self.last_used = asyncio.get_running_loop().time()
+            writer.close()
+            self.prepare_spare()
+
+    async def tab(self, chromium: str) -> Tab:
+        """The spare tab if it is ready on the running browser, a new one otherwise."""
+        browser = await self.browser_for(chromium)
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            with contextlib.suppress(Error):
+                tab = await spare
+                if tab.browser is browser and tab.usable():
+                    return tab
+                await tab.context.close()
+        return await Tab(browser).open()
+
+    def prepare_spare(self) -> None:
+        if self.spare is None and self.browser is not None and self.browser.is_connected():
+            self.spare = asyncio.create_task(Tab(self.browser).open())
+
+    async def render(
+        self, talk: Job, job: dict[str, Any], document: bytes
+    ) -> tuple[str, dict[str, Any] | None]:
+        tab: Tab | None = None
+        try:
+            tab = await self.tab(job["chromium"])
+            write_frame(talk.writer, {"started": True})  # the render's deadline starts now
+            await talk.writer.drain()
+            return await tab.render(talk, job, document), None
+        except Error as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "the browser failed"
+            tab_died = (tab is not None and bool(tab.crashed)) or "Page crashed" in reason
+            alive = self.browser is not None and self.browser.is_connected()
+            return "", {"failed": reason, "page_crashed": tab_died and alive}
+
+    async def watch_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not (self.active == 0 and loop.time() - self.last_used >= self.idle_seconds):
+            await asyncio.sleep(min(1.0, self.idle_seconds))
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.browser is not None:
+                await self.browser.close()
+            if self.playwright is not None:
+                await self.playwright.stop()
+
+
+class Tab:
+    """A fresh context with one page, its routes bound to the render it will serve.
+
+    Made ahead of the render (the server keeps one spare, never navigated), so a render does not
+    wait for the context and the page's renderer process to start; it serves one render only.
+    """
+
+    def __init__(self, browser: Browser) -> None:
+        self.browser = browser
+        self.talk: Job | None = None
+        self.job: dict[str, Any] = {}
+        self.document = b""
+        self.served = False
+        self.crashed: list[bool] = []
+
+    async def open(self) -> Tab:
+        self.context = await self.browser.new_context(
+            service_workers="block", accept_downloads=False, permissions=[]
+        )
+        await self.context.add_init_script(READY_SCRIPT)
+        await self.context.route("**/*", self.handle)
+        await self.context.route_web_socket("**/*", refuse_socket)
+        self.page = await self.context.new_page()
+        # Popups are closed as they open; the page they came from goes on.
+        self.context.on("page", self.close_popup)
+        self.page.on("dialog", lambda dialog: dialog.dismiss())
+        self.page.on("crash", lambda _: self.crashed.append(True))
+        return self
+
+    def usable(self) -> bool:
+        return self.browser.is_connected() and not self.page.is_closed()
+
+    async def close_popup(self, popup: Page) -> None:
+        if popup != self.page:
+            await popup.close()
+
+    async def handle(self, route: Route) -> None:
+        request, talk = route.request, self.talk
+        if talk is None:
+            await route.abort("blockedbyclient")
+            return
+        if not self.served and request.url == self.job["url"] and request.is_navigation_request():
+            self.served = True
+            await route.fulfill(status=200, content_type=self.job["content_type"], body=self.document)
+            return
+        if request.method != "GET" or request.resource_type in SKIPPED_TYPES:
+            await route.abort("blockedbyclient")
+            return
+        # The page counts its own fetch() and XHR (READY_SCRIPT), and knows which of them poll.
+        counted = request.resource_type not in PAGE_COUNTED
+        talk.pending += counted
+        try:
+            answer, body = await talk.fetch(request.url)
+            if "refused" in answer:
+                await route.abort("blockedbyclient")
+            else:
+                await route.fulfill(status=answer["status"], content_type=answer["content_type"], body=body)
+        finally:
+            if counted:
+                talk.pending -= 1
+                talk.last_change = asyncio.get_running_loop().time()
+
+    async def render(self, talk: Job, job: dict[str, Any], document: bytes) -> str:
+        """The page's DOM once it is ready; the context goes with the render."""
+        self.talk, self.job, self.document = talk, job, document
+        try:
+            # The client ends the render at its deadline; this bound only keeps a lost one from staying.
+            await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"] + 5000)
+            await settle(self.page, talk)
+            await self.page.evaluate(HIDDEN_MARKS)
+            return await self.page.content()
+        finally:
+            with contextlib.suppress(Error):
+                await self.context.close()
+
+
+async def refuse_socket(socket: WebSocketRoute) -> None:
+    # Never connect_to_server: the socket ends here without a connection anywhere.
+    await socket.close(code=1008, reason="sift refuses WebSockets")
+
+
+async def settle(page: Page, talk: Job) -> None:
+    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps."""
+    loop = asyncio.get_running_loop()
+    loaded = talk.last_change = max(talk.last_change, loop.time())
+    while loop.time() - loaded < REQUEST_CAP_SECONDS:
+        try:
+            unchanged_ms, timers, requests = await page.evaluate(READY_STATE)
+        except Error:
+            return  # a page navigating away or gone is read as it is
+        requests += talk.pending
+        now = loop.time()
+        quiet_for = min(now - talk.last_change, unchanged_ms / 1000)
+        if requests == 0 and timers == 0 and quiet_for >= QUIET_SECONDS:
+            return
+        if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
+            return  # never quiet: polling, animating
+        await asyncio.sleep(CHECK_SECONDS)
+
+
+async def main(path: str, idle_seconds: float, chromium: str) -> None:
+    server = Server(idle_seconds)
+    listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
+    os.chmod(path, 0o600)
+    # Started for a render that is on its way: the browser starts while it comes.
+    starting = asyncio.create_task(server.browser_for(chromium))
+    starting.add_done_callback(lambda task: task.cancelled() or task.exception())
+    try:
+        await server.watch_idle()
+    finally:
+        listener.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        await server.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], float(sys.argv[2]), sys.argv[3]))

@@ -1,0 +1,199 @@
+"""Rendering's browser has no network of its own (docs/rendering.md, "Guarantees"): in its own
+network namespace where the platform allows, behind the fail-closed proxy in any case, with
+SharedWorker taken away; and the shared render process leaves nothing behind."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.core.checks import run_checks
+
+from fetch import render
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        not CHROMIUM.exists() and os.environ.get("CI") != "true",
+        reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium",
+    ),
+]
+
+
+class Listener:
+    """A TCP listener that only counts the connections it is offered."""
+
+    def __init__(self, address: str, port: int = 0) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((address, port))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.seen: list[bytes] = []
+        self.running = True
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.settimeout(0.5)
+            with contextlib.suppress(OSError):
+                self.seen.append(conn.recv(300))
+            conn.close()
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+
+
+@pytest.fixture
+def listeners() -> Iterator[tuple[Listener, Listener]]:
+    try:
+        proxy = Listener("127.0.0.1", 9)  # where the fail-closed proxy points
+    except OSError as exc:
+        pytest.skip(f"cannot listen on 127.0.0.1:9 here: {exc}")
+    elsewhere = Listener("127.0.0.2")
+    yield proxy, elsewhere
+    proxy.close()
+    elsewhere.close()
+
+
+def _page(elsewhere: str) -> str:
+    return f"""<!doctype html><html><head><title>Escape</title></head><body>
+<main><article><h1>Escape</h1><p id="out">The harbour master posts the tide table every Monday.</p>
+</article></main>
+<script>
+const out = document.getElementById("out");
+out.textContent += " SharedWorker is " + typeof SharedWorker + ".";
+try {{
+  const source = "fetch('http://{elsewhere}/shared'); fetch('http://127.0.0.1:9/shared')";
+  new SharedWorker("data:text/javascript," + encodeURIComponent(source));
+}} catch (e) {{}}
+try {{
+  const blob = new Blob(["fetch('http://{elsewhere}/worker')"], {{type: "text/javascript"}});
+  new Worker(URL.createObjectURL(blob));
+}} catch (e) {{}}
+fetch("http://{elsewhere}/page").catch(() => {{}});
+</script></body></html>"""
+
+
+@pytest.mark.parametrize("mode", ["namespace", "proxy"])
+def test_nothing_the_browser_or_its_page_sends_reaches_the_proxy_port_or_another_address(
+    agent, httpserver, settings, listeners, mode
+):
+    _, client = agent
+    if mode == "namespace" and not render.namespace_possible():
+        pytest.skip("this platform gives an unprivileged process no network namespace")
+    settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network("127.0.0.1/32"),)
+    settings.SIFT_RENDER_NAMESPACE = mode == "namespace"
+    proxy, elsewhere = listeners
+    httpserver.expect_request("/escape").respond_with_data(
+        _page(f"127.0.0.2:{elsewhere.port}"), content_type="text/html"
+    )
+    render.stop_server()  # the next render starts a render process in this mode
+    try:
+        response = client.get("/v1/fetch", url=httpserver.url_for("/escape"), render="true")
+        (pid,) = render.running_pids()
+        interfaces = {
+            line.split(":")[0].strip() for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
+        }
+        time.sleep(1.5)  # anything the browser sent late would have arrived by now
+    finally:
+        render.stop_server()
+
+    assert render.network_mode() == mode
+    (shown,) = [m for m in run_checks() if m.id == "sift.I001"]
+    assert ("namespace of its own" in shown.msg) is (mode == "namespace")
+    assert response.status_code == 200, response.content
+    assert "SharedWorker is undefined." in response.json()["content"]
+    assert (proxy.connections, elsewhere.connections) == (0, 0), (proxy.seen, elsewhere.seen)
+    if mode == "namespace":
+        assert interfaces == {"lo"}
+    else:
+        assert len(interfaces) > 1  # the host's own network: the proxy is the only wall
+
+
+SCRIPTED = (
+    '<!doctype html><html><body><main><article id="a"><h1>Tides</h1></article></main><script>'
+    'const p = document.createElement("p"); p.textContent = "Written by the page script about tides.";'
+    ' document.getElementById("a").appendChild(p);</script></body></html>'
+)
+SPIN = "<html><body><p>spin</p><script>while (true) {}</script></body></html>"
+
+
+def _render_family() -> set[int]:
+    """The render process's tree, and in the namespace mode every process of its namespace
+    (Chromium's crash handler leaves the tree for init)."""
+    family: set[int] = set()
+    for pid in render.running_pids():
+        family |= render._tree_pids(pid)
+        try:
+            namespace = os.readlink(f"/proc/{pid}/ns/net")
+        except OSError:
+            continue
+        if namespace != os.readlink("/proc/self/ns/net"):
+            for entry in Path("/proc").iterdir():
+                with contextlib.suppress(OSError):
+                    if entry.name.isdigit() and os.readlink(entry / "ns" / "net") == namespace:
+                        family.add(int(entry.name))
+    return family
+
+
+def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(agent, httpserver, settings):
+    """The short version of ``bench/render.py --soak`` (a heap hog's own test is in test_render.py)."""
+    _, client = agent
+    settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network("127.0.0.1/32"),)
+    settings.SIFT_RENDER_TIMEOUT = 15
+    for path, body in (("/page", SCRIPTED), ("/spin", SPIN)):
+        httpserver.expect_request(path).respond_with_data(body, content_type="text/html")
+    seen: set[int] = set()
+
+    def rendered(path: str, n: int) -> int:
+        settings.SIFT_RENDER_TIMEOUT = 3 if path == "/spin" else 15
+        response = client.get("/v1/fetch", url=httpserver.url_for(path) + f"?n={n}", render="true")
+        seen.update(_render_family())
+        return response.status_code
+
+    render.stop_server()
+    try:
+        assert rendered("/page", 0) == 200
+        time.sleep(0.5)  # the spare context made after it
+        first = (
+            len(render._tree_pids(min(render.running_pids()))),
+            render.tree_pss(min(render.running_pids())),
+        )
+        outcomes = [rendered("/spin", 1), rendered("/page", 2)]
+        for pid in render.running_pids():
+            for member in render._tree_pids(pid):
+                if "chromium" in Path(f"/proc/{member}/comm").read_text():
+                    os.kill(member, 9)
+        outcomes += [rendered("/page", 4), rendered("/page", 5), rendered("/page", 6)]
+        time.sleep(0.5)
+        (pid,) = render.running_pids()
+        last = (len(render._tree_pids(pid)), render.tree_pss(pid))
+    finally:
+        render.stop_server()
+    time.sleep(1)
+    left = {pid for pid in seen if render._alive(pid)}
+
+    assert outcomes == [504, 200, 200, 200, 200]
+    assert last[0] == first[0]
+    assert last[1] < first[1] * 1.5
+    assert left == set()
