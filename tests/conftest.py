@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +32,20 @@ def fetch_only_allowed(django_test_environment: None) -> Iterator[None]:
     ``SIFT_FETCH_ALLOW_CIDRS`` (loopback in the tests that serve pages), public ones included."""
     with override_settings(SIFT_FETCH_ONLY_ALLOWED=True):
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def render_process_of_this_session(django_test_environment: None) -> Iterator[None]:
+    """A render process of this test process's own (the machine's one is shared by every
+    process): two pytest workers, or a running ``make run``, never kill or count each other's.
+    Deployments hand the same socket to their processes (tests/deployment.py)."""
+    from fetch import render
+
+    folder = Path(tempfile.mkdtemp(prefix="sift-render-"))
+    with override_settings(SIFT_RENDER_SOCKET=str(folder / "render.sock")):
+        yield
+        render.stop_server()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from batch.supervisor import live_processes
@@ -99,6 +100,7 @@ class Deployment:
             "SIFT_TEST_FETCH_DIR": str(tmp),
             "SIFT_TEST_FETCH_FUNC": "tests.fetchers.scripted",
             "SIFT_FETCH_ONLY_ALLOWED": "true",
+            "SIFT_RENDER_SOCKET": settings.SIFT_RENDER_SOCKET,
             "PYTHONUNBUFFERED": "1",
             **env,
         }
