@@ -70,6 +70,8 @@ QUIET_SECONDS = 0.1
 SETTLE_CAP_SECONDS = 2.0
 REQUEST_CAP_SECONDS = 5.0
 CHECK_SECONDS = 0.02
+# How long a render waits for the spare tab before making one of its own.
+SPARE_WAIT_SECONDS = 3.0
 # Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
 # computed style hides from a reader (fetch/hidden.py drops it).
 HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="utf-8")
@@ -229,8 +231,9 @@ class Server:
         browser = await self.browser_for(chromium)
         spare, self.spare = self.spare, None
         if spare is not None:
-            with contextlib.suppress(Error):
-                tab = await spare
+            # A spare being made when the browser died may never be ready: wait for it briefly.
+            with contextlib.suppress(Error, TimeoutError):
+                tab = await asyncio.wait_for(spare, SPARE_WAIT_SECONDS)
                 if tab.browser is browser and tab.usable():
                     return tab
                 await tab.context.close()

@@ -184,6 +184,7 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(agent, https
             for member in render._tree_pids(pid):
                 if "chromium" in Path(f"/proc/{member}/comm").read_text():
                     os.kill(member, 9)
+        time.sleep(0.5)  # the render process sees its browser gone (test_render.py kills one mid-render)
         outcomes += [rendered("/page", 4), rendered("/page", 5), rendered("/page", 6)]
         time.sleep(0.5)
         (pid,) = render.running_pids()
