@@ -218,6 +218,8 @@ class TaskMiddleware:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         method, params = ctx.method, ctx.params or {}
+        if not isinstance(params, Mapping):
+            return await call_next(ctx)  # the SDK refuses it
         if not modern and method == "initialize":
             answer = await call_next(ctx)
             if isinstance(answer, dict) and isinstance(answer.get("capabilities"), dict):
