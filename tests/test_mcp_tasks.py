@@ -213,3 +213,21 @@ def test_the_extension_era_cancels_and_answers_plainly_to_a_client_without_the_e
     assert result["resultType"] == "complete"
     assert "taskId" not in result
     assert result["structuredContent"]["status"] in ("queued", "running", "done")
+
+
+def test_a_job_whose_every_target_failed_is_a_failed_task_in_both_eras(mcp, make_caller):
+    key = caller(make_caller)
+    call = {"name": "batch_submit", "arguments": {"targets": targets("fail=timeout")}}
+    task_id = modern_rpc(mcp, key, "tools/call", call)["result"]["taskId"]
+
+    # The handshake era's tasks/result waits for the end and answers the job as batch_get does.
+    answer = rpc(mcp, key, "tasks/result", {"taskId": task_id})["result"]
+    assert answer["structuredContent"]["status"] == "failed"
+    assert answer["structuredContent"]["targets"][0]["outcome"] == "timeout"
+    assert rpc(mcp, key, "tasks/get", {"taskId": task_id})["result"]["status"] == "failed"
+
+    got = modern_rpc(mcp, key, "tasks/get", {"taskId": task_id})["result"]
+    assert got["status"] == "failed"
+    assert got["error"]["code"] == -32603
+    assert "result" not in got
+    assert "1 failed" in got["statusMessage"]
