@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from batch import jobs
@@ -58,9 +58,13 @@ def task(job: BatchJob, *, modern: bool) -> dict[str, Any]:
     """The job as a task: its id, its status mapped, its times, and how long it is kept."""
     updated = job.finished_at or job.created_at
     ttl = settings.SIFT_BATCH_TTL * 1000
+    status = STATUSES[JobStatus(job.status)]
+    if modern and status == "failed":
+        # The extension keeps "failed" for JSON-RPC errors; a failed job is a tool result.
+        status = "completed"
     shaped: dict[str, Any] = {
         "taskId": job.id,
-        "status": STATUSES[JobStatus(job.status)],
+        "status": status,
         "statusMessage": _message(job),
         "createdAt": job.created_at.isoformat(),
         "lastUpdatedAt": updated.isoformat(),
@@ -138,8 +142,6 @@ def get(caller: ApiKey, params: Mapping[str, Any], modern: bool) -> dict[str, An
         return shaped
     if shaped["status"] == "completed":
         shaped["result"] = _job_result(caller, job.id, 0)
-    elif shaped["status"] == "failed":
-        shaped["error"] = {"code": INTERNAL_ERROR, "message": job.error or shaped["statusMessage"]}
     return {"resultType": "complete", **shaped}
 
 
