@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from batch.api.auth import caller_for_key
 from batch.api.errors import refusal_body
 from batch.errors import Refusal, Refused
-from batch.mcp import progress, tools
+from batch.mcp import progress, tasks, tools
 from batch.models import ApiKey
 from fetch.outcomes import RetryAfter
 
@@ -93,7 +93,7 @@ async def call_tool(
 
 
 def build_server() -> Server[Any]:
-    return Server(
+    server: Server[Any] = Server(
         "sift",
         version="1",
         title="sift",
@@ -102,6 +102,10 @@ def build_server() -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # The per-request era's server/discover advertises the tasks extension; the middleware serves it.
+    server.extensions[tasks.EXTENSION] = {}
+    server.middleware.append(tasks.TaskMiddleware(in_thread, CALLER))
+    return server
 
 
 def _streamable(*, json_response: bool) -> Starlette:

@@ -71,6 +71,10 @@ class Tool:
             input_schema=self.input_schema,
             output_schema=_output_schema(self.output),
             annotations=self.annotations,
+            # batch_submit may run as a task (batch.mcp.tasks); a task of any other tool is refused.
+            execution=types.ToolExecution(
+                task_support="optional" if self.name == "batch_submit" else "forbidden"
+            ),
         )
 
 
