@@ -4,26 +4,17 @@ turn; the page's own subrequests do not (docs/politeness.md)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from fetch import render
 
+from .browsers import BROWSER_TESTS
 from .factories import LOOPBACK
 from .sites import Answer, site
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and os.environ.get("CI") != "true",
-        reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium",
-    ),
-]
+pytestmark = BROWSER_TESTS
 STORY_TEXT = "Neap tides come a week after the spring tides, when the Sun and the Moon pull at right angles."
 SCRIPTED_PAGE = b"""<!doctype html><html lang="en"><head><title>Tides</title></head><body>
 <main><article id="story"><h1>Tides</h1><p>Loading...</p></article></main>

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -23,17 +22,10 @@ from batch.models import BatchJob
 from fetch import render
 from fetch.targets import TargetOptions, parse_target
 
+from .browsers import BROWSER_TESTS, Listener
 from .deployment import Deployment, wait_for
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and os.environ.get("CI") != "true",
-        reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium",
-    ),
-]
+pytestmark = BROWSER_TESTS
 ONLY_127_0_0_1 = (ipaddress.ip_network("127.0.0.1/32"),)
 ARTICLE_TEXT = (
     "Neap tides come a week after the spring tides, when the Sun and the Moon pull at right angles."
@@ -85,36 +77,9 @@ def test_text_written_by_a_script_appears_with_render_and_not_without(agent, htt
     assert rendered.json()["rendered"] is True
 
 
-class ConnectionRecorder:
-    """A TCP listener on 127.0.0.2 that only counts the connections it is offered."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.2", 0))
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.sock.settimeout(0.2)
-        self.running = True
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while self.running:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.running = False
-        self.thread.join()
-        self.sock.close()
-
-
 @pytest.fixture
-def blocked_server() -> Iterator[ConnectionRecorder]:
-    recorder = ConnectionRecorder()
+def blocked_server() -> Iterator[Listener]:
+    recorder = Listener("127.0.0.2")
     yield recorder
     recorder.close()
 

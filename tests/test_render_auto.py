@@ -4,7 +4,6 @@ rendered (and only it), and what its computed style hides never reaches the agen
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -12,17 +11,10 @@ import pytest
 from bench.quality import non_article_pages, score
 from fetch.models import RenderSlot
 
+from .browsers import BROWSER_TESTS
 from .factories import LOOPBACK
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and os.environ.get("CI") != "true",
-        reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium",
-    ),
-]
+pytestmark = BROWSER_TESTS
 RENDERED_PAGES = Path(__file__).resolve().parents[1] / "bench" / "pages" / "rendered"
 HIDDEN_BY_STYLESHEET = [
     "Agents reading this page",
