@@ -5,6 +5,8 @@ No job is stored; the caller's share of this process's request threads is the on
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -26,13 +28,21 @@ def fetch_for(caller: ApiKey, target: Target) -> dict[str, Any]:
     A fetch may hold its request thread for the gate wait and the whole deadline, so a caller
     has only ``SIFT_FETCH_PER_CALLER`` of them in flight per process; one more answers busy.
     """
+    hint = "Wait for one of them to answer, or send many URLs as one batch (POST /v1/batch)."
+    with fetch_share(caller, hint=hint) as partition:
+        return pipeline.fetch(target, partition=partition, caller=caller.name)
+
+
+@contextmanager
+def fetch_share(caller: ApiKey, *, hint: str) -> Iterator[str]:
+    """One of the caller's fetch shares in this process (fetches and maps count alike), held
+    while the block runs; it gives the caller's cache partition. Without a share: busy."""
     with FETCHES.share(caller.pk) as granted:
         if not granted:
             raise FetchError(
                 Outcome.BUSY,
-                f"you already have {settings.SIFT_FETCH_PER_CALLER} fetches in flight here",
-                "Wait for one of them to answer, or send many URLs as one batch (POST /v1/batch).",
+                f"you already have {settings.SIFT_FETCH_PER_CALLER} fetches or maps in flight here",
+                hint,
                 retry_after=RetryAfter.FETCH,
             )
-        partition = cache.partition_for(caller.name, caller.caller_class)
-        return pipeline.fetch(target, partition=partition, caller=caller.name)
+        yield cache.partition_for(caller.name, caller.caller_class)
