@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Info, Tags, Warning, register
 
-from batch import worker
+from batch import fetchfunc
 from fetch import guard, limits, render
 
 
@@ -83,10 +83,10 @@ def fetch_override_names_a_test_module(app_configs: Any = None, **kwargs: Any) -
     """The tests' stand-ins for the fetch of batch targets and for the guard's resolver."""
     messages: list[CheckMessage] = []
     fetch_override, resolve_override = settings.SIFT_TEST_FETCH_FUNC, settings.SIFT_TEST_RESOLVE_FUNC
-    if fetch_override and not worker.allowed_test_fetch(fetch_override):
+    if fetch_override and not fetchfunc.allowed_test_fetch(fetch_override):
         messages.append(
             Error(
-                f"SIFT_TEST_FETCH_FUNC={fetch_override!r}: {worker.TEST_FETCH_FUNC_RULE}",
+                f"SIFT_TEST_FETCH_FUNC={fetch_override!r}: {fetchfunc.TEST_FETCH_FUNC_RULE}",
                 hint="Unset SIFT_TEST_FETCH_FUNC: in production the fetch pipeline does the work.",
                 id="sift.E004",
             )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from batch import jobs, wakeups, worker
+from batch import fetchfunc, jobs, wakeups, worker
 
 
 def drain_targets() -> int:
     """Run targets for one drain budget; if work is left, make sure drains are queued to go on."""
-    ran = worker.drain(worker.fetch_func(), budget=settings.SIFT_BATCH_DRAIN_SECONDS)
+    ran = worker.drain(fetchfunc.fetch_func(), budget=settings.SIFT_BATCH_DRAIN_SECONDS)
     wakeups.wake_workers()
     return ran
 

@@ -10,15 +10,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, transaction
 from django.db.models import F, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from batch import jobs, metrics, storable, wakeups, webhooks
 from batch.fetchfunc import Caller, FetchFunc, Result, RetryLater, TargetFailed  # noqa: F401 (Result)
@@ -31,19 +29,12 @@ from fetch.targets import Target
 
 log = logging.getLogger(__name__)
 
-# The production fetch is imported by name, so that this module never imports the pipeline; an
-# environment variable must not make a worker import any module but a test's or a benchmark's.
-PIPELINE_FETCH = "batch.adapter.fetch_target"
-TEST_FETCH_MODULES = ("tests.", "bench.")
-TEST_FETCH_FUNC_RULE = "only a function of a module under tests/ or bench/ may replace the fetch"
-
 WORKER_SLOTS = SlotTable(WorkerSlot, holder="target_id", empty=None)
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
 IDLE_POLL_SECONDS = 0.2
 # A lease outlasts a whole fetch: looking for lost ones once a second per process is soon enough.
 RECOVERY = Every(timedelta(seconds=1))
-
 
 INTERNAL_FAILURE = TargetFailed(Outcome.INTERNAL, "internal error", Outcome.INTERNAL.hint)
 TOO_BIG = TargetFailed(Outcome.TOO_LONG, "the result exceeds SIFT_BATCH_MAX_BYTES", Outcome.TOO_LONG.hint)
@@ -70,18 +61,6 @@ class Claim(Attempt):
     caller: Caller
     target: Target
     slot: int
-
-
-def fetch_func() -> FetchFunc:
-    """The pipeline's adapter, or the tests' and benchmarks' stand-in (``SIFT_TEST_FETCH_FUNC``)."""
-    override = settings.SIFT_TEST_FETCH_FUNC
-    if override and not allowed_test_fetch(override):
-        raise ImproperlyConfigured(f"SIFT_TEST_FETCH_FUNC={override!r}: {TEST_FETCH_FUNC_RULE}")
-    return cast(FetchFunc, import_string(override or PIPELINE_FETCH))
-
-
-def allowed_test_fetch(path: str) -> bool:
-    return path.startswith(TEST_FETCH_MODULES)
 
 
 # The querysets every claim and store starts from; each use adds its own filters to a copy.

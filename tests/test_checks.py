@@ -13,7 +13,7 @@ from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, run_checks
 from django.core.exceptions import ImproperlyConfigured
 
-from batch import adapter, worker
+from batch import adapter, fetchfunc
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = django_settings.Q_CLUSTER
@@ -88,16 +88,16 @@ def test_an_unset_metrics_token_is_a_deployment_warning_only(sound):
 
 def test_the_worker_runs_the_pipeline_unless_a_test_module_stands_in(settings):
     settings.SIFT_TEST_FETCH_FUNC = ""
-    assert worker.fetch_func() is adapter.fetch_target
+    assert fetchfunc.fetch_func() is adapter.fetch_target
     settings.SIFT_TEST_FETCH_FUNC = "bench.noop.noop"
-    assert worker.fetch_func().__module__ == "bench.noop"
+    assert fetchfunc.fetch_func().__module__ == "bench.noop"
 
 
 @pytest.mark.parametrize("path", ["os.system", "subprocess.run", "batch.adapter.fetch_target", "testsuite.x"])
 def test_a_fetch_function_outside_tests_and_bench_is_never_imported(settings, path):
     settings.SIFT_TEST_FETCH_FUNC = path
     with pytest.raises(ImproperlyConfigured, match="SIFT_TEST_FETCH_FUNC"):
-        worker.fetch_func()
+        fetchfunc.fetch_func()
 
 
 def test_manage_py_check_stops_on_a_lease_shorter_than_a_fetch():
