@@ -30,16 +30,26 @@ names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def mcp(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[str]:
-    """One ``mcp`` process and one cluster for the module; both read the test database."""
+def deployment(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Deployment]:
+    """One ``mcp`` process for the module; it reads the test database."""
     with django_db_blocker.unblock():
         deployment = Deployment(tmp_path_factory.mktemp("mcp-tasks"), {})
     try:
-        url = deployment.start_mcp()
-        deployment.start_cluster("cluster")
-        yield url
+        deployment.start_mcp()
+        yield deployment
     finally:
         deployment.stop_all()
+
+
+@pytest.fixture
+def mcp(deployment: Deployment) -> Iterator[str]:
+    """The mcp endpoint, with a cluster for one test, stopped before the tables are emptied (its
+    webhook thread polls all the time, and emptying the tables under it can deadlock)."""
+    deployment.start_cluster("cluster")
+    try:
+        yield f"http://127.0.0.1:{deployment.mcp_port}/mcp"
+    finally:
+        deployment.stop("cluster")
 
 
 def rpc(url: str, key: str, method: str, params: dict[str, Any], *, modern: bool = False) -> dict[str, Any]:
