@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection
 from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.tasks import async_task
@@ -43,12 +43,10 @@ def wake_workers(*, work_known: bool = False) -> int:
     if not work_known and not has_unfinished_work():
         return 0
     missing = max(settings.SIFT_BATCH_WORKERS - waiting_drains(), 0)
-    if not missing:
-        return 0
-    with transaction.atomic():  # one commit for them all: each commit waits for the disk
-        for _ in range(missing):
-            async_task(DRAIN_TASK, task_name="drain-targets", group="sift-drain")
-    log.debug("queued %d drain(s)", missing)
+    for _ in range(missing):
+        async_task(DRAIN_TASK, task_name="drain-targets", group="sift-drain")
+    if missing:
+        log.debug("queued %d drain(s)", missing)
     return missing
 
 

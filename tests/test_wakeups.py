@@ -6,8 +6,6 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.db.models.signals import post_save
 from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.tasks import async_task
@@ -64,23 +62,6 @@ def test_only_waiting_drains_count_so_running_ones_about_to_end_never_strand_wor
     _take_queued_tasks()  # the drain runs, and may be about to end
     assert wakeups.waiting_drains() == 0
     assert wakeups.wake_workers() == 2
-    assert wakeups.waiting_drains() == 2
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_drains_a_submit_queues_are_committed_together(agent, two_workers):
-    """One commit, not one a drain: each commit waits for the disk before the drains can start."""
-    in_a_transaction: list[bool] = []
-
-    def queued(sender: object, **kwargs: object) -> None:
-        in_a_transaction.append(connection.in_atomic_block)
-
-    post_save.connect(queued, sender=OrmQ)
-    try:
-        assert agent[1].post("/v1/batch", {"targets": ["https://example.org/"]}).status_code == 202
-    finally:
-        post_save.disconnect(queued, sender=OrmQ)
-    assert in_a_transaction == [True, True]
     assert wakeups.waiting_drains() == 2
 
 
