@@ -11,5 +11,7 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
+# Requests run in threads of their own here: PostgreSQL connections come from a pool (settings.py).
+os.environ.setdefault("SIFT_DATABASE_POOL", "true")
 
 application = get_asgi_application()

@@ -84,7 +84,17 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_str("DATABASE_URL", "")
-if DATABASE_URL:
+# The ASGI entry points (sift_site/asgi.py, sift_site/mcp_asgi.py) turn the pool on: there every
+# request's synchronous code runs in a thread of its own, and Django's persistent connections are
+# per thread, so each request would open a PostgreSQL connection and leave it behind. The pool
+# keeps a few per process and hands them from request to request (docs/decisions.md).
+SIFT_DATABASE_POOL = env_bool("SIFT_DATABASE_POOL", False)
+SIFT_DATABASE_POOL_SIZE = env_int("SIFT_DATABASE_POOL_SIZE", 8, minimum=1)
+if DATABASE_URL and SIFT_DATABASE_POOL:
+    # Health checks make the pool check a connection as it hands it out (a restarted server).
+    _database = dj_database_url.parse(DATABASE_URL, conn_health_checks=True)
+    _database["OPTIONS"] = {"pool": {"min_size": 1, "max_size": SIFT_DATABASE_POOL_SIZE, "timeout": 10}}
+elif DATABASE_URL:
     _database = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
 else:
     _database = {

@@ -11,6 +11,7 @@ import math
 from functools import partial
 from typing import Any
 
+from django.db import OperationalError
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -118,6 +119,21 @@ def on_http_error(api: NinjaAPI, request: HttpRequest, exc: HttpError) -> HttpRe
     return error_response(api, request, refused)
 
 
+DATABASE_RETRY_AFTER_SECONDS = 2
+
+
+def on_database_unavailable(api: NinjaAPI, request: HttpRequest, exc: OperationalError) -> HttpResponse:
+    """The database refused or dropped a connection (full, restarting, pool exhausted): try again."""
+    log.warning("database unavailable in %s %s: %s", request.method, request.path, exc)
+    refused = Refused(
+        Refusal.SERVER_BUSY,
+        "the database is busy or unreachable",
+        "Send the same request again after Retry-After seconds.",
+        retry_after=DATABASE_RETRY_AFTER_SECONDS,
+    )
+    return error_response(api, request, refused)
+
+
 def on_unexpected(api: NinjaAPI, request: HttpRequest, exc: Exception) -> HttpResponse:
     log.exception("unhandled error in %s %s", request.method, request.path)
     return error_response(api, request, Refused(Refusal.INTERNAL, "internal error", Outcome.INTERNAL.hint))
@@ -129,4 +145,5 @@ def install_error_handlers(api: NinjaAPI) -> None:
     api.add_exception_handler(ValidationError, partial(on_validation_error, api))
     api.add_exception_handler(AuthenticationError, partial(on_unauthenticated, api))
     api.add_exception_handler(HttpError, partial(on_http_error, api))
+    api.add_exception_handler(OperationalError, partial(on_database_unavailable, api))
     api.add_exception_handler(Exception, partial(on_unexpected, api))

@@ -1,0 +1,70 @@
+"""The web process and its database: connections come from a pool, and a database that refuses is
+503 ``server_busy`` with ``Retry-After``, never a 500."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from django.db import OperationalError, connection
+
+from batch.api import batches
+
+from .deployment import Deployment
+from .factories import MakeCaller
+
+on_postgres = pytest.mark.skipif(connection.vendor != "postgresql", reason="the pool is PostgreSQL's")
+
+
+def sessions_opened() -> int:
+    """How many connections PostgreSQL has accepted on the test database since it was created."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
+@pytest.fixture
+def web(django_db_blocker, tmp_path) -> Iterator[Deployment]:
+    with django_db_blocker.unblock():
+        deployment = Deployment(tmp_path, {})
+    try:
+        deployment.start_procfile_web()
+        yield deployment
+    finally:
+        deployment.stop_all()
+
+
+@on_postgres
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_web_process_reuses_its_connections_across_requests(web, make_caller: MakeCaller):
+    """Each request runs in a thread of its own under ASGI: without the pool, each opened a
+    connection of its own and left it open (a 16-client load then ran PostgreSQL out of them)."""
+    _, caller = make_caller("pooled")
+    key = caller.raw_key
+    for _ in range(10):  # both workers have taken their connections
+        assert web.request("/v1/batch", key)[0] == 200
+    before = sessions_opened()
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: web.request("/v1/batch", key)[0], range(120)))
+    statuses += [web.request("/healthz")[0] for _ in range(40)]
+    assert set(statuses) == {200}
+    # Two workers, at most SIFT_DATABASE_POOL_SIZE (8) connections each, however many requests.
+    assert sessions_opened() - before <= 16
+
+
+@pytest.mark.django_db
+def test_a_database_that_refuses_is_server_busy_with_retry_after(agent, monkeypatch):
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OperationalError("sorry, too many clients already")
+
+    monkeypatch.setattr(batches.jobs, "list_jobs", refuse)
+    _, client = agent
+    response = client.get("/v1/batch")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["code"] == "server_busy"
+    assert response["Retry-After"] == str(body["retry_after"]) == "2"
+    assert "too many clients" not in body["error"]
