@@ -1,4 +1,5 @@
-"""The jobs service: submit, read, list, cancel, sweep and evict; REST and MCP both call it.
+"""The jobs service: submit, read, list and cancel; REST and MCP both call it. Sweeping and
+eviction are ``batch/retention.py``'s.
 
 Nothing here knows about HTTP or the fetch pipeline: targets arrive parsed and validated
 (``batch/api/validation.py``). Every state change is a conditional UPDATE or happens under row
@@ -18,13 +19,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, QuerySet, Sum, prefetch_related_objects
+from django.db.models import QuerySet, prefetch_related_objects
 from django.utils import timezone
 
-from batch import metrics, waits, wakeups, webhooks
+from batch import metrics, retention, waits, wakeups, webhooks
 from batch.errors import Refusal, Refused
 from batch.models import (
-    FINISHED_STATUSES,
     LIVE_STATUSES,
     REUSABLE_STATUSES,
     ApiKey,
@@ -35,37 +35,16 @@ from batch.models import (
     SubmitLock,
 )
 from batch.summaries import job_summary, target_out
-from capacity.eviction import UncheckedBytes, oldest_over_budget
-from capacity.pacing import Every
 from fetch.outcomes import RetryAfter
 from fetch.targets import Target
 
 log = logging.getLogger(__name__)
-
-# How often a submit sweeps expired jobs at most, per process; the cluster sweeps on a schedule too.
-SWEEP_EVERY = timedelta(seconds=1)
-
-# Finished jobs one count eviction deletes at most; a finish adds one, so one round keeps up.
-EVICT_CHUNK = 500
 
 
 @dataclass(frozen=True)
 class Submitted:
     job: BatchJob
     reused: bool
-
-
-@dataclass(frozen=True)
-class Removed:
-    jobs: int = 0
-    targets: int = 0
-    bytes: int = 0
-
-    def __str__(self) -> str:
-        return f"removed {self.jobs} jobs, {self.targets} targets, {self.bytes} bytes"
-
-    def __add__(self, other: Removed) -> Removed:
-        return Removed(self.jobs + other.jobs, self.targets + other.targets, self.bytes + other.bytes)
 
 
 def _ttl() -> timedelta:
@@ -121,17 +100,8 @@ def submit(
     if not submitted.reused:
         metrics.JOBS.labels("created").inc()
         log.info("job %s submitted caller=%s targets=%d", submitted.job.id, caller.name, len(targets))
-        _sweep_now_and_then(submitted.job.created_at)
+        retention.sweep_now_and_then(submitted.job.created_at)
     return submitted
-
-
-# A submit sweeps at most once per SWEEP_EVERY in this process (docs/decisions.md).
-SWEEPS = Every(SWEEP_EVERY)
-
-
-def _sweep_now_and_then(now: datetime) -> None:
-    if SWEEPS.due(now):
-        sweep_expired_jobs(now)
 
 
 def _lock_caller(caller: ApiKey) -> None:
@@ -331,7 +301,7 @@ def cancel(job: BatchJob) -> bool:
     job.refresh_from_db()
     if changed:
         metrics.JOBS.labels("cancelled").inc()
-        evict_callers_oldest(job.caller_id)
+        retention.evict_callers_oldest(job.caller_id)
         done = f"{job.targets_done}/{job.targets_total}"
         log.info("job %s cancelled caller_id=%s done=%s", job.id, job.caller_id, done)
     return bool(changed)
@@ -346,97 +316,3 @@ def cancel_for_caller(caller: ApiKey, job_id: str) -> BatchJob:
             "Nothing to cancel; read its results with GET /v1/batch/{id}.",
         )
     return job
-
-
-def _delete_jobs(job_ids: list[str]) -> Removed:
-    if not job_ids:
-        return Removed()
-    jobs = BatchJob.objects.filter(pk__in=job_ids)
-    with transaction.atomic():
-        n_bytes = jobs.aggregate(total=Sum("n_bytes"))["total"] or 0
-        _, per_model = jobs.delete()
-    return Removed(
-        jobs=per_model.get(BatchJob._meta.label, 0),
-        targets=per_model.get(BatchTarget._meta.label, 0),
-        bytes=n_bytes,
-    )
-
-
-def sweep_expired_jobs(now: datetime | None = None) -> Removed:
-    """Delete every job not read for longer than the TTL, with its targets."""
-    cutoff = (now or timezone.now()) - _ttl()
-    removed = _delete_jobs(
-        list(BatchJob.objects.filter(last_read_at__lt=cutoff).values_list("pk", flat=True))
-    )
-    if removed.jobs:
-        metrics.SWEPT.inc(removed.jobs)
-        log.info("sweep %s", removed)
-    return removed
-
-
-def evict_oldest(max_bytes: int | None = None) -> Removed:
-    """Delete the oldest finished jobs until stored result bytes fit ``max_bytes``.
-
-    Live jobs are never evicted, even when they alone are over the budget.
-    """
-    budget = settings.SIFT_BATCH_MAX_BYTES if max_bytes is None else max_bytes
-    finished = BatchJob.objects.filter(status__in=FINISHED_STATUSES).order_by("finished_at", "created_at")
-    removed = _delete_jobs(oldest_over_budget(BatchJob.objects.all(), finished, budget))
-    if removed.jobs:
-        metrics.EVICTED.inc(removed.jobs)
-        log.info("evict %s", removed)
-    return removed
-
-
-def evict_callers_oldest(caller_id: int, keep: int | None = None) -> Removed:
-    """Delete the caller's finished jobs beyond its newest ``keep`` (``SIFT_BATCH_FINISHED_PER_CALLER``).
-
-    Bounds the tables per caller as ``MAX_BYTES`` bounds them in all: failed jobs store no
-    bytes, and listing them counts as reading them, so neither the sweep nor the byte budget
-    would ever remove them. Newest means last finished; other callers and live jobs are never
-    touched. One bounded query per call: run after each finish, the excess is a job or two.
-    """
-    keep = settings.SIFT_BATCH_FINISHED_PER_CALLER if keep is None else keep
-    finished = BatchJob.objects.filter(caller_id=caller_id, status__in=FINISHED_STATUSES)
-    newest_first = finished.order_by("-finished_at", "-created_at", "-pk")
-    removed = _delete_jobs(list(newest_first.values_list("pk", flat=True)[keep : keep + EVICT_CHUNK]))
-    if removed.jobs:
-        metrics.EVICTED.inc(removed.jobs)
-        log.info("evict caller_id=%s over %d finished jobs: %s", caller_id, keep, removed)
-    return removed
-
-
-def evict_every_callers_oldest(keep: int | None = None) -> Removed:
-    """``evict_callers_oldest`` for every caller over the count, for the schedule and the command."""
-    keep = settings.SIFT_BATCH_FINISHED_PER_CALLER if keep is None else keep
-    over = (
-        BatchJob.objects.filter(status__in=FINISHED_STATUSES)
-        .values("caller_id")
-        .annotate(finished=Count("pk"))
-        .filter(finished__gt=keep)
-        .values_list("caller_id", flat=True)
-    )
-    removed = Removed()
-    for caller_id in list(over):
-        while (round_ := evict_callers_oldest(caller_id, keep)).jobs:
-            removed += round_
-    return removed
-
-
-# What this process stored since it last checked the byte budget (capacity.eviction).
-UNCHECKED_BYTES = UncheckedBytes()
-
-
-def evict_after_store(n_bytes: int, *, ended_for: int | None) -> Removed:
-    """After a worker stored a target of ``n_bytes``; ``ended_for`` is the caller whose job the store ended.
-
-    A job that ended adds one to its caller's finished jobs: the caller's count is checked
-    then, and only then, since nothing else a store does can put a caller over it. The byte
-    budget is checked when a job ends and whenever ``UNCHECKED_BYTES`` says it is due.
-    """
-    removed = Removed()
-    if ended_for is not None:
-        removed += evict_callers_oldest(ended_for)
-    if UNCHECKED_BYTES.check_due(n_bytes, settings.SIFT_BATCH_MAX_BYTES, anyway=ended_for is not None):
-        removed += evict_oldest()
-    return removed

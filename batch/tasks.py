@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from batch import fetchfunc, jobs, wakeups, worker
+from batch import fetchfunc, retention, wakeups, worker
 
 
 def drain_targets() -> int:
@@ -20,6 +20,6 @@ def wake_stranded_work() -> int:
 
 
 def sweep_and_evict() -> str:
-    swept = jobs.sweep_expired_jobs()
-    evicted = jobs.evict_every_callers_oldest() + jobs.evict_oldest()
+    swept = retention.sweep_expired_jobs()
+    evicted = retention.evict_every_callers_oldest() + retention.evict_oldest()
     return f"sweep: {swept}; evict: {evicted}"

@@ -18,7 +18,7 @@ from django.db.models import F, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from batch import jobs, metrics, storable, wakeups, webhooks
+from batch import metrics, retention, storable, wakeups, webhooks
 from batch.fetchfunc import Caller, FetchFunc, Result, RetryLater, TargetFailed  # noqa: F401 (Result)
 from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, JobStatus, TargetStatus, WorkerSlot
 from batch.reconnect import DATABASE_GONE, database_went_away, wait_for_database
@@ -157,7 +157,7 @@ def _store(claim: Attempt, *, result: object = None, failure: TargetFailed | Non
         return
     try:  # the target is stored and its slot free: a failing eviction must not end the drain
         if stored is not None:
-            jobs.evict_after_store(stored[0], ended_for=stored[1])
+            retention.evict_after_store(stored[0], ended_for=stored[1])
     except Exception:
         log.exception("job %s target %d: eviction after the store failed", claim.job_id, claim.idx)
 

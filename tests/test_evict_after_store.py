@@ -1,6 +1,6 @@
 """The byte budget after a worker's store: checked when a job ends, and once a share of it is stored.
 
-A store does not sum every job's bytes after each target (``jobs.evict_after_store``): the
+A store does not sum every job's bytes after each target (``retention.evict_after_store``): the
 budget is checked when a job ends and, while jobs run, once a worker process has stored
 ``1/CHECK_SHARE`` of it since its last check.
 """
@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from batch import jobs, storable, worker
+from batch import jobs, retention, storable, worker
 from batch.api.validation import validate_targets
 from batch.models import BatchJob
 from capacity import eviction
@@ -32,7 +32,7 @@ def budget(settings, monkeypatch):
     settings.SIFT_BATCH_WORKERS = 1
     settings.SIFT_BATCH_JOBS_PER_CALLER = 10
     # What earlier tests stored in this process must not make a check due here.
-    monkeypatch.setattr(jobs, "UNCHECKED_BYTES", eviction.UncheckedBytes())
+    monkeypatch.setattr(retention, "UNCHECKED_BYTES", eviction.UncheckedBytes())
 
 
 def _result_of(n_bytes: int) -> worker.Result:

@@ -10,7 +10,7 @@ import time_machine
 from django.core.management import call_command
 from django.utils import timezone
 
-from batch import jobs
+from batch import jobs, retention
 from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget
 
@@ -98,8 +98,8 @@ def test_evict_removes_the_oldest_finished_jobs_first_until_they_fit(agent):
     live = _live_job(caller, n_bytes=500, minutes=0)
     middle = _finished_job(caller, n_bytes=300, minutes=2, status="partial")
     newest = _finished_job(caller, n_bytes=200, minutes=3)
-    removed = jobs.evict_oldest(max_bytes=800)
-    assert removed == jobs.Removed(jobs=2, targets=2, bytes=700)
+    removed = retention.evict_oldest(max_bytes=800)
+    assert removed == retention.Removed(jobs=2, targets=2, bytes=700)
     assert set(BatchJob.objects.values_list("pk", flat=True)) == {live.pk, newest.pk}
     assert not BatchJob.objects.filter(pk__in=[oldest.pk, middle.pk]).exists()
 
@@ -108,7 +108,7 @@ def test_evict_never_removes_live_jobs_even_when_they_alone_are_over(agent):
     caller, _ = agent
     live = _live_job(caller, n_bytes=5000, minutes=0)
     done = _finished_job(caller, n_bytes=10, minutes=1)
-    assert jobs.evict_oldest(max_bytes=100) == jobs.Removed(jobs=1, targets=1, bytes=10)
+    assert retention.evict_oldest(max_bytes=100) == retention.Removed(jobs=1, targets=1, bytes=10)
     assert list(BatchJob.objects.values_list("pk", flat=True)) == [live.pk]
     assert not BatchJob.objects.filter(pk=done.pk).exists()
 
@@ -116,7 +116,7 @@ def test_evict_never_removes_live_jobs_even_when_they_alone_are_over(agent):
 def test_evict_within_budget_removes_nothing(agent):
     caller, _ = agent
     _finished_job(caller, n_bytes=10, minutes=1)
-    assert jobs.evict_oldest(max_bytes=10) == jobs.Removed()
+    assert retention.evict_oldest(max_bytes=10) == retention.Removed()
 
 
 def test_evict_batches_command_prints_counts(agent):
@@ -180,7 +180,7 @@ def test_live_jobs_never_count_and_are_never_evicted(agent, keep_three):
     caller, _ = agent
     live = [_live_job(caller, n_bytes=0, minutes=m) for m in range(5)]
     finished = [_finished_job(caller, n_bytes=0, minutes=10 + m) for m in range(3)]
-    assert jobs.evict_callers_oldest(caller.pk) == jobs.Removed()
+    assert retention.evict_callers_oldest(caller.pk) == retention.Removed()
     assert BatchJob.objects.count() == len(live) + len(finished)
 
 

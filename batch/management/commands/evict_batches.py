@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from batch import jobs
+from batch import retention
 
 
 class Command(BaseCommand):
@@ -21,5 +21,5 @@ class Command(BaseCommand):
     def handle(self, *args: Any, max_bytes: int | None, **options: Any) -> None:
         if max_bytes is not None and max_bytes < 0:
             raise CommandError("--max-bytes must be 0 or more")
-        removed = jobs.evict_every_callers_oldest() + jobs.evict_oldest(max_bytes)
+        removed = retention.evict_every_callers_oldest() + retention.evict_oldest(max_bytes)
         self.stdout.write(f"evict: {removed}")

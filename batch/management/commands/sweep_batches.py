@@ -4,11 +4,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from batch import jobs
+from batch import retention
 
 
 class Command(BaseCommand):
     help = "Delete jobs not read for longer than SIFT_BATCH_TTL, with their targets."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self.stdout.write(f"sweep: {jobs.sweep_expired_jobs()}")
+        self.stdout.write(f"sweep: {retention.sweep_expired_jobs()}")
