@@ -102,18 +102,25 @@ def fetch_override_names_a_test_module(app_configs: Any = None, **kwargs: Any) -
     return messages
 
 
+# A caller's share of a bounded resource, beside the bound for everyone, and what it bounds.
+PER_CALLER_AND_TOTAL = (
+    ("SIFT_BATCH_WAITS_PER_CALLER", "SIFT_BATCH_WAITS_TOTAL", "waiting request"),
+    ("SIFT_MCP_PER_CALLER", "SIFT_MCP_TOTAL", "MCP request in flight"),
+    ("SIFT_BATCH_STREAMS_PER_CALLER", "SIFT_BATCH_STREAMS_TOTAL", "event stream"),
+)
+
+
 @register(Tags.compatibility)
-def waits_per_caller_within_the_total(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    per_caller, total = settings.SIFT_BATCH_WAITS_PER_CALLER, settings.SIFT_BATCH_WAITS_TOTAL
-    if per_caller <= total:
-        return []
+def per_caller_shares_within_their_totals(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return [
         Warning(
-            f"SIFT_BATCH_WAITS_PER_CALLER ({per_caller}) is above SIFT_BATCH_WAITS_TOTAL ({total}): "
-            "one caller can hold every waiting request",
-            hint="Set SIFT_BATCH_WAITS_PER_CALLER at most SIFT_BATCH_WAITS_TOTAL (defaults: 2 and 4).",
+            f"{share} ({getattr(settings, share)}) is above {total} ({getattr(settings, total)}): "
+            f"one caller can hold every {what}",
+            hint=f"Set {share} at most {total}.",
             id="sift.W001",
         )
+        for share, total, what in PER_CALLER_AND_TOTAL
+        if getattr(settings, share) > getattr(settings, total)
     ]
 
 

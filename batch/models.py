@@ -23,6 +23,7 @@ __all__ = [
     "BatchTarget",
     "ClusterHeartbeat",
     "IdempotencyKey",
+    "SubmitLock",
     "WebhookAttempt",
     "WebhookClaimLock",
     "WebhookDelivery",

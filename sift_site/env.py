@@ -67,13 +67,18 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return number
 
 
-def env_duration(name: str, default: str) -> float:
-    """Seconds from a duration like ``90s``, ``10m``, ``24h`` (a bare number is seconds)."""
+def env_duration(name: str, default: str, *, positive: bool = False) -> float:
+    """Seconds from a duration like ``90s``, ``10m``, ``24h`` (a bare number is seconds).
+
+    ``positive``: zero is refused too (a timeout or a lifetime of nothing would refuse everything)."""
     value = _raw(name) or default
     match = _DURATION.match(value.lower())
     if not match:
         raise _refuse(name, value, "a duration such as 90s, 10m or 24h")
-    return float(match[1]) * _DURATION_UNITS[match[2] or "s"]
+    seconds = float(match[1]) * _DURATION_UNITS[match[2] or "s"]
+    if positive and seconds <= 0:
+        raise _refuse(name, value, "a duration longer than zero, such as 90s, 10m or 24h")
+    return seconds
 
 
 def env_bytes(name: str, default: str) -> int:

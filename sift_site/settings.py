@@ -159,7 +159,7 @@ X_FRAME_OPTIONS = "DENY"
 # --- sift: batch jobs (docs/api.md, docs/workers.md) -------------------------------------------
 
 SIFT_BATCH_ENABLED = env_bool("SIFT_BATCH_ENABLED", True)
-SIFT_BATCH_TTL = env_duration("SIFT_BATCH_TTL", "24h")
+SIFT_BATCH_TTL = env_duration("SIFT_BATCH_TTL", "24h", positive=True)
 SIFT_BATCH_TARGETS_PER_JOB = env_int("SIFT_BATCH_TARGETS_PER_JOB", 32, minimum=1)
 SIFT_BATCH_JOBS_PER_CALLER = env_int("SIFT_BATCH_JOBS_PER_CALLER", 1, minimum=1)
 SIFT_BATCH_JOBS_TOTAL = env_int("SIFT_BATCH_JOBS_TOTAL", 8, minimum=1)
@@ -196,7 +196,7 @@ SIFT_WEBHOOK_RETRY_WAIT = env_duration("SIFT_WEBHOOK_RETRY_WAIT", "5s")
 SIFT_WEBHOOK_RETRY_FOR = env_duration("SIFT_WEBHOOK_RETRY_FOR", "1h")
 # A submit's callback_url is checked by the fetch guard, which looks its host up: a lookup that has
 # not answered within this is a 400 naming the field, and the request thread goes free.
-SIFT_WEBHOOK_RESOLVE_TIMEOUT = env_duration("SIFT_WEBHOOK_RESOLVE_TIMEOUT", "2s")
+SIFT_WEBHOOK_RESOLVE_TIMEOUT = env_duration("SIFT_WEBHOOK_RESOLVE_TIMEOUT", "2s", positive=True)
 # Attempts in flight at once, deployment-wide: in all, per caller and per receiving host, so
 # that a caller or host whose receivers never answer holds a few senders and not all of them.
 SIFT_WEBHOOK_SENDING = env_int("SIFT_WEBHOOK_SENDING", 8, minimum=1)
@@ -206,8 +206,8 @@ SIFT_WEBHOOK_PER_HOST = env_int("SIFT_WEBHOOK_PER_HOST", 4, minimum=1)
 # --- sift: fetch pipeline (docs/fetch-pipeline.md) ---------------------------------------------
 
 SIFT_FETCH_SLOTS = env_int("SIFT_FETCH_SLOTS", 8, minimum=1)
-SIFT_FETCH_TIMEOUT = env_duration("SIFT_FETCH_TIMEOUT", "30s")
-SIFT_FETCH_CONNECT_TIMEOUT = env_duration("SIFT_FETCH_CONNECT_TIMEOUT", "10s")
+SIFT_FETCH_TIMEOUT = env_duration("SIFT_FETCH_TIMEOUT", "30s", positive=True)
+SIFT_FETCH_CONNECT_TIMEOUT = env_duration("SIFT_FETCH_CONNECT_TIMEOUT", "10s", positive=True)
 SIFT_FETCH_MAX_BYTES = env_bytes("SIFT_FETCH_MAX_BYTES", "20MiB")
 SIFT_FETCH_MAX_CHARS = env_int("SIFT_FETCH_MAX_CHARS", 400_000, minimum=1)
 # /v1/fetch requests of one caller in flight at once in one web process; more answer busy, so one
@@ -226,10 +226,10 @@ SIFT_CACHE_MAX_BYTES = env_bytes("SIFT_CACHE_MAX_BYTES", "256MiB")
 # deadline, and the most resident memory the browser's processes may hold before the render ends.
 SIFT_RENDER_CHROMIUM = env_str("SIFT_RENDER_CHROMIUM", "/usr/bin/chromium")
 SIFT_RENDER_SLOTS = env_int("SIFT_RENDER_SLOTS", 1, minimum=1)
-SIFT_RENDER_TIMEOUT = env_duration("SIFT_RENDER_TIMEOUT", "20s")
+SIFT_RENDER_TIMEOUT = env_duration("SIFT_RENDER_TIMEOUT", "20s", positive=True)
 SIFT_RENDER_MAX_MEMORY = env_bytes("SIFT_RENDER_MAX_MEMORY", "1GiB")
 # /v1/map and MCP's map (docs/mapping.md): the deadline of one whole map, every file included.
-SIFT_MAP_TIMEOUT = env_duration("SIFT_MAP_TIMEOUT", "60s")
+SIFT_MAP_TIMEOUT = env_duration("SIFT_MAP_TIMEOUT", "60s", positive=True)
 # The one render process of the machine: its Unix socket, and how long it stays up without a render.
 SIFT_RENDER_SOCKET = env_str("SIFT_RENDER_SOCKET", str(BASE_DIR / "var" / "render.sock"))
 SIFT_RENDER_IDLE = env_duration("SIFT_RENDER_IDLE", "2m")
@@ -276,10 +276,12 @@ SIFT_TEST_RESOLVE_FUNC = env_str("SIFT_TEST_RESOLVE_FUNC", "")
 # A claimed target belongs to its worker for this long; a worker that has not stored anything
 # by then is presumed dead. It must outlast a whole fetch: gate wait (5 s), the fetch deadline,
 # and the sandboxed extraction after it (a system check, sift.E001, says so at start-up).
-SIFT_BATCH_CLAIM_LEASE = env_duration("SIFT_BATCH_CLAIM_LEASE", f"{2 * SIFT_FETCH_TIMEOUT + 30:.0f}s")
+SIFT_BATCH_CLAIM_LEASE = env_duration(
+    "SIFT_BATCH_CLAIM_LEASE", f"{2 * SIFT_FETCH_TIMEOUT + 30:.0f}s", positive=True
+)
 # A worker task drains targets for at most SIFT_BATCH_DRAIN_SECONDS, then hands over to a fresh
 # task, so django-q2's ``timeout`` (which kills the worker) never lands in the middle of a fetch.
-SIFT_BATCH_DRAIN_SECONDS = env_duration("SIFT_BATCH_DRAIN_SECONDS", "120s")
+SIFT_BATCH_DRAIN_SECONDS = env_duration("SIFT_BATCH_DRAIN_SECONDS", "120s", positive=True)
 _task_timeout = int(SIFT_BATCH_DRAIN_SECONDS + SIFT_BATCH_CLAIM_LEASE + 30)
 Q_CLUSTER = {
     "name": "sift",

@@ -50,6 +50,8 @@ def test_the_default_settings_break_no_rule(sound):
         ({"SIFT_TEST_FETCH_FUNC": "os.system"}, "sift.E004"),
         ({"SIFT_TEST_RESOLVE_FUNC": "socket.getaddrinfo"}, "sift.E004"),
         ({"SIFT_BATCH_WAITS_PER_CALLER": 5, "SIFT_BATCH_WAITS_TOTAL": 4}, "sift.W001"),
+        ({"SIFT_MCP_PER_CALLER": 33, "SIFT_MCP_TOTAL": 32}, "sift.W001"),
+        ({"SIFT_BATCH_STREAMS_PER_CALLER": 9, "SIFT_BATCH_STREAMS_TOTAL": 8}, "sift.W001"),
         ({"SIFT_FETCH_ONLY_ALLOWED": True, "SIFT_FETCH_ALLOW_CIDRS": ()}, "sift.W002"),
         ({"SIFT_FETCH_CONNECT_TIMEOUT": 60.0}, "sift.W003"),
         ({"SIFT_BATCH_RETRY_WAIT": 900.0}, "sift.W004"),

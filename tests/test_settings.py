@@ -50,6 +50,7 @@ def test_booleans_read_false_as_false(monkeypatch, raw, value):
     ("reader", "raw"),
     [
         (lambda: env.env_duration("SIFT_X", "1s"), "10 minutes"),
+        (lambda: env.env_duration("SIFT_X", "1s", positive=True), "0s"),
         (lambda: env.env_bytes("SIFT_X", "1"), "lots"),
         (lambda: env.env_bool("SIFT_X", True), "maybe"),
         (lambda: env.env_int("SIFT_X", 1, minimum=1), "0"),
@@ -62,6 +63,14 @@ def test_malformed_values_name_the_variable(monkeypatch, reader, raw):
     monkeypatch.setenv("SIFT_X", raw)
     with pytest.raises(ImproperlyConfigured, match="SIFT_X"):
         reader()
+
+
+def test_a_zero_timeout_is_refused_at_start_up_with_what_is_expected():
+    """A resolve timeout of nothing refused every callback; a fetch timeout of nothing, every fetch."""
+    for name in ("SIFT_WEBHOOK_RESOLVE_TIMEOUT", "SIFT_FETCH_TIMEOUT", "SIFT_BATCH_TTL"):
+        result = _print_setting(f"settings.{name}", **{name: "0s"})
+        assert result.returncode != 0
+        assert f"{name}='0s' is not valid: expected a duration longer than zero" in result.stderr
 
 
 def test_allowed_networks_parse_as_networks(monkeypatch):
