@@ -116,9 +116,17 @@ def conditional_headers(document: CachedDocument) -> dict[str, str]:
     return conditions
 
 
-def refresh(document: CachedDocument) -> None:
-    document.fetched_at = timezone.now()
-    CachedDocument.objects.filter(pk=document.pk).update(fetched_at=document.fetched_at)
+def refresh(document: CachedDocument, not_modified: Download) -> None:
+    """The site answered 304: the copy is good as of now, under the validators the 304 sent, if any
+    (a site may change its ETag while the body stays: the next revalidation must send the new one)."""
+    changes: dict[str, object] = {"fetched_at": timezone.now()}
+    if etag := headers.etag(not_modified.headers.get("etag")):
+        changes["etag"] = _validator(etag, "etag")
+    if last_modified := headers.last_modified(not_modified.headers.get("last-modified")):
+        changes["last_modified"] = _validator(last_modified, "last_modified")
+    for name, value in changes.items():
+        setattr(document, name, value)
+    CachedDocument.objects.filter(pk=document.pk).update(**changes)
 
 
 def cacheable(download: Download) -> bool:

@@ -171,7 +171,7 @@ def _from_upstream(
     target: Target, partition: str, download: client.Download, copy: CachedDocument | None
 ) -> Source:
     if download.status == 304 and copy is not None:
-        cache.refresh(copy)
+        cache.refresh(copy, download)
         return _from_cache(copy, "revalidated")
     _raise_for_status(download)
     cache.store(partition, target.url, download)

@@ -218,6 +218,26 @@ def test_a_stale_copy_is_revalidated_and_a_304_refreshes_it(agent, httpserver, o
     assert "Spring tides" in again["content"]
 
 
+def test_a_304_with_new_validators_makes_the_next_revalidation_send_them(
+    agent, httpserver, open_loopback, settings
+):
+    settings.SIFT_CACHE_TTL = 0
+    _, client = agent
+    seen = []
+
+    def handler(request):
+        seen.append(request.headers.get("If-None-Match"))
+        if request.headers.get("If-None-Match") in ('"v1"', '"v2"'):
+            return Response(status=304, headers={"ETag": '"v2"'})
+        return Response(ARTICLE, content_type="text/html", headers={"ETag": '"v1"'})
+
+    httpserver.expect_request("/tides").respond_with_handler(handler)
+    for _ in range(3):
+        assert "Spring tides" in _fetch(client, url=httpserver.url_for("/tides")).json()["content"]
+    assert seen == [None, '"v1"', '"v2"']
+    assert CachedDocument.objects.get().etag == '"v2"'
+
+
 def test_recover_serves_the_stale_copy_when_the_upstream_fails(agent, httpserver, open_loopback, settings):
     settings.SIFT_CACHE_TTL = 0
     _, client = agent
