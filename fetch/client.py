@@ -11,29 +11,24 @@ this module is ``FetchError``. See docs/fetch-client.md for the outcome choices.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import http.client
 import re
-import socket
 import ssl
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import TracebackType
 
 import certifi
 from django.conf import settings
-from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, Timeout
-from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3 import HTTPConnectionPool, Timeout
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ReadTimeoutError, SSLError
 from urllib3.response import BaseHTTPResponse
 
 from fetch import decoding, guard
 from fetch import headers as parse
+from fetch.deadline import Deadline, HTTPPool, HTTPSPool
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
 
@@ -69,111 +64,6 @@ class Download:
     elapsed_ms: int
 
 
-class _Deadline:
-    """The total time of one download, enforced by shutting its sockets down when it runs out.
-
-    A read blocked in the kernel cannot look at a clock, and a server that drips a byte a
-    second never trips a per-read timeout; shutting the socket down from a timer thread is
-    what wakes the read. A socket shut down this way can look like a clean end of body, so the
-    reader asks ``check()`` after the last read.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.expires = time.monotonic() + seconds
-        self.fired = False
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._token: contextvars.Token[_Deadline | None] | None = None
-
-    def __enter__(self) -> _Deadline:
-        self._token = _current_deadline.set(self)
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
-        self._timer.cancel()
-        self.release()
-        if self._token is not None:
-            _current_deadline.reset(self._token)
-
-    @property
-    def expired(self) -> bool:
-        return self.fired or time.monotonic() >= self.expires
-
-    def remaining(self) -> float:
-        return max(0.0, self.expires - time.monotonic())
-
-    def watch(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._sockets.append(sock)
-            if self.fired:
-                _shutdown(sock)
-
-    def release(self) -> None:
-        """Forget the sockets before they are closed, so a late timer never touches a reused fd."""
-        with self._lock:
-            self._sockets.clear()
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.fired = True
-            for sock in self._sockets:
-                _shutdown(sock)
-
-    def error(self) -> FetchError:
-        return FetchError(
-            Outcome.TIMEOUT,
-            f"the site did not finish answering within {self.seconds:g} s",
-            "The site is too slow or stalled; retry later, or try another URL for the same content.",
-        )
-
-    def check(self) -> None:
-        if self.expired:
-            raise self.error()
-
-
-_current_deadline: contextvars.ContextVar[_Deadline | None] = contextvars.ContextVar(
-    "sift_fetch_deadline", default=None
-)
-
-
-def _shutdown(sock: socket.socket) -> None:
-    # The plain socket method on purpose: SSLSocket.shutdown would also drop its TLS state under
-    # the reading thread's feet; shutting the descriptor down is enough to wake it. OSError: the
-    # socket is already closed, so there is nothing left to wake.
-    with contextlib.suppress(OSError):
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-def _watch(sock: socket.socket | None) -> None:
-    deadline = _current_deadline.get()
-    if deadline is not None and sock is not None:
-        deadline.watch(sock)
-
-
-class _WatchedHTTPConnection(HTTPConnection):
-    def connect(self) -> None:
-        super().connect()
-        _watch(self.sock)
-
-
-class _WatchedHTTPSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        _watch(self.sock)
-
-
-class _HTTPPool(HTTPConnectionPool):
-    ConnectionCls = _WatchedHTTPConnection
-
-
-class _HTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _WatchedHTTPSConnection
-
-
 @functools.lru_cache(maxsize=4)
 def _tls_context(ca_bundle: str) -> ssl.SSLContext:
     # Verifies the chain and the host name. The handshake needs no watching: Python bounds a
@@ -181,11 +71,11 @@ def _tls_context(ca_bundle: str) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=ca_bundle)
 
 
-def _pool(destination: guard.Destination, address: str, deadline: _Deadline) -> HTTPConnectionPool:
+def _pool(destination: guard.Destination, address: str, deadline: Deadline) -> HTTPConnectionPool:
     left = max(deadline.remaining(), 0.01)  # urllib3 refuses a zero timeout
     timeout = Timeout(connect=min(float(settings.SIFT_FETCH_CONNECT_TIMEOUT), left), read=left)
     if destination.scheme == "https":
-        return _HTTPSPool(
+        return HTTPSPool(
             address,
             destination.port,
             timeout=timeout,
@@ -194,14 +84,14 @@ def _pool(destination: guard.Destination, address: str, deadline: _Deadline) -> 
             server_hostname=destination.host,
             ssl_context=_tls_context(CA_BUNDLE),
         )
-    return _HTTPPool(address, destination.port, timeout=timeout, maxsize=1, retries=False)
+    return HTTPPool(address, destination.port, timeout=timeout, maxsize=1, retries=False)
 
 
 def _urlopen(
     destination: guard.Destination,
     address: str,
     headers: dict[str, str],
-    deadline: _Deadline,
+    deadline: Deadline,
     body: bytes | None = None,
 ) -> BaseHTTPResponse:
     deadline.check()
@@ -220,7 +110,7 @@ def _urlopen(
 
 
 def _connect_first(
-    destination: guard.Destination, headers: dict[str, str], deadline: _Deadline, body: bytes | None = None
+    destination: guard.Destination, headers: dict[str, str], deadline: Deadline, body: bytes | None = None
 ) -> BaseHTTPResponse:
     """Send the request to the first vetted address that accepts a connection."""
     *others, last = destination.addresses
@@ -234,7 +124,7 @@ def _connect_first(
 
 @contextmanager
 def _exchange(
-    destination: guard.Destination, headers: dict[str, str], deadline: _Deadline, body: bytes | None = None
+    destination: guard.Destination, headers: dict[str, str], deadline: Deadline, body: bytes | None = None
 ) -> Iterator[BaseHTTPResponse]:
     response = _connect_first(destination, headers, deadline, body)
     try:
@@ -271,7 +161,7 @@ def _request_headers(
     return headers
 
 
-def _read_raw(response: BaseHTTPResponse, limit: int, deadline: _Deadline) -> bytes:
+def _read_raw(response: BaseHTTPResponse, limit: int, deadline: Deadline) -> bytes:
     declared = parse.content_length(response.headers.get("content-length"))
     if declared is not None and declared > limit:
         raise decoding.too_long()
@@ -309,7 +199,7 @@ def _check_hop(url: str, hop: int) -> guard.Destination:
 
 
 def _receive(
-    url: str, response: BaseHTTPResponse, deadline: _Deadline, limit: int, wire_limit: int | None
+    url: str, response: BaseHTTPResponse, deadline: Deadline, limit: int, wire_limit: int | None
 ) -> _Answer:
     received = _lower_headers(response)
     codings = decoding.codings(received)
@@ -319,7 +209,7 @@ def _receive(
 
 
 def _follow(
-    url: str, extra: dict[str, str], deadline: _Deadline, limit: int, wire_limit: int | None = None
+    url: str, extra: dict[str, str], deadline: Deadline, limit: int, wire_limit: int | None = None
 ) -> _Answer:
     current, origin = url, None
     for hop in range(MAX_REDIRECTS + 1):
@@ -343,7 +233,7 @@ def _follow(
     )
 
 
-def _library_failure(exc: Exception, deadline: _Deadline) -> FetchError:
+def _library_failure(exc: Exception, deadline: Deadline) -> FetchError:
     """Turn a urllib3, http.client, ssl or socket error into the outcome an agent can act on."""
     if deadline.expired:
         return deadline.error()
@@ -397,7 +287,7 @@ def download(
     extra = _caller_headers(headers)
     seconds = float(settings.SIFT_FETCH_TIMEOUT) if timeout is None else timeout
     limit = int(settings.SIFT_FETCH_MAX_BYTES) if max_bytes is None else max_bytes
-    with _Deadline(seconds) as deadline:
+    with Deadline(seconds) as deadline:
         try:
             answer = _follow(url, extra, deadline, limit, max_wire_bytes)
         except _LIBRARY_ERRORS as exc:
@@ -423,7 +313,7 @@ def post(url: str, body: bytes, *, headers: Mapping[str, str], timeout: float) -
     whole exchange. Raises ``FetchError`` only, as ``download`` does.
     """
     extra = _caller_headers(headers)
-    with _Deadline(timeout) as deadline:
+    with Deadline(timeout) as deadline:
         try:
             destination = guard.check_url(url)
             sent = {"User-Agent": USER_AGENT, **extra, "Host": destination.host_header}

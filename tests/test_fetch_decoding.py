@@ -14,7 +14,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pytest_django.fixtures import Settings
 
-from fetch import client, decoding
+from fetch import decoding
+from fetch.deadline import Deadline
 from fetch.errors import FetchError
 
 CAP = 20 * 2**20
@@ -164,7 +165,7 @@ def test_many_members_that_together_pass_the_cap_are_too_long(settings: Settings
 
 def test_a_decompression_that_outlasts_the_deadline_ends_with_timeout() -> None:
     body = many_members(CAP, EMPTY_MEMBER)  # a million members: seconds of work on any machine
-    deadline = client._Deadline(0.5)
+    deadline = Deadline(0.5)
     started = time.monotonic()
 
     with pytest.raises(FetchError) as caught:
