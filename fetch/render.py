@@ -37,6 +37,9 @@ from fetch import client, gate, limits
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome, RetryAfter
+from fetch.proctree import alive as _alive
+from fetch.proctree import tree_pids as _tree_pids
+from fetch.proctree import tree_pss
 
 SERVER = Path(__file__).with_name("render_server.py")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -266,6 +269,14 @@ def _out_of_memory(what: str) -> FetchError:
 # --- the render process -----------------------------------------------------------------------
 
 
+def start_soon() -> None:
+    """Start the render process, unless its socket is there, while the caller downloads the page
+    to render: the browser's start overlaps the download (``render`` waits for it, never twice)."""
+    if not Path(settings.SIFT_RENDER_SOCKET).exists():
+        until = time.monotonic() + START_SECONDS
+        threading.Thread(target=_start_server, args=(until,), daemon=True, name="render-start").start()
+
+
 def _connect(until: float) -> tuple[socket.socket, int]:
     """A connection to the render process, which is started if none listens; and its pid; by
     ``until`` (a ``time.monotonic()`` value) or ``RenderCrashed``."""
@@ -325,7 +336,7 @@ def _start_server(until: float) -> None:
         )
         threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends
         while not path.exists() and process.poll() is None and time.monotonic() < until:
-            time.sleep(0.02)
+            time.sleep(0.005)
         logger.info("render process %s started; its network: %s", process.pid, mode)
 
 
@@ -345,13 +356,6 @@ def running_pids() -> set[int]:
     return {pid for pid in _last_pid if _alive(pid)}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def stop_server() -> None:
     """Kill the machine's render process, if one listens, with every process under it; within
     ``limits.RENDER_STOP_SECONDS``."""
@@ -368,39 +372,3 @@ def stop_server() -> None:
         while _alive(pid) and time.monotonic() < give_up:
             time.sleep(0.02)
     _last_pid.clear()
-
-
-def _tree_pids(root: int) -> set[int]:
-    """``root`` and its descendants. Not its session: Playwright starts Chromium in one of its own."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses; the fields after its last ")" do not.
-        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree = {root}
-    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
-        tree |= grown
-    return tree
-
-
-def tree_pss(root: int) -> int:
-    """Memory of the render process and its descendants: the driver and the browser's tree.
-
-    Proportional set sizes, so the pages Chromium's processes share are counted once in all.
-    """
-    total = 0
-    for pid in _tree_pids(root):
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        except OSError:
-            continue
-        for line in rollup.splitlines():
-            if line.startswith("Pss:"):
-                total += int(line.split()[1]) * 1024
-                break
-    return total

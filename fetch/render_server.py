@@ -227,7 +227,8 @@ class Server:
             self.prepare_spare()
 
     async def tab(self, chromium: str) -> Tab:
-        """The spare tab if it is ready on the running browser, a new one otherwise."""
+        """The spare tab if it is ready on the running browser, a new one otherwise; the next
+        spare is begun at once, so that it is ready when the next render comes."""
         browser = await self.browser_for(chromium)
         spare, self.spare = self.spare, None
         if spare is not None:
@@ -238,6 +239,11 @@ class Server:
                     return tab
                 await tab.context.close()
         return await Tab(browser).open()
+
+    async def start(self, chromium: str) -> None:
+        """The browser, launched as soon as the process starts, and a spare tab on it."""
+        await self.browser_for(chromium)
+        self.prepare_spare()
 
     def prepare_spare(self) -> None:
         if self.spare is None and self.browser is not None and self.browser.is_connected():
@@ -290,9 +296,12 @@ class Tab:
         self.context = await self.browser.new_context(
             service_workers="block", accept_downloads=False, permissions=[]
         )
-        await self.context.add_init_script(READY_SCRIPT)
-        await self.context.route("**/*", self.handle)
-        await self.context.route_web_socket("**/*", refuse_socket)
+        # Together (one round trip's wait, not three), and all in place before the page exists.
+        await asyncio.gather(
+            self.context.add_init_script(READY_SCRIPT),
+            self.context.route("**/*", self.handle),
+            self.context.route_web_socket("**/*", refuse_socket),
+        )
         self.page = await self.context.new_page()
         # Popups are closed as they open; the page they came from goes on.
         self.context.on("page", self.close_popup)
@@ -376,7 +385,7 @@ async def main(path: str, idle_seconds: float, chromium: str) -> None:
     listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
     os.chmod(path, 0o600)
     # Started for a render that is on its way: the browser starts while it comes.
-    starting = asyncio.create_task(server.browser_for(chromium))
+    starting = asyncio.create_task(server.start(chromium))
     starting.add_done_callback(lambda task: task.cancelled() or task.exception())
     try:
         await server.watch_idle()
