@@ -20,8 +20,13 @@ from fetch import guard, limits, render
 def longest_fetch_seconds() -> float:
     """How long one fetch of the pipeline may hold a claim: a rendered one, the longest (gate wait,
     download, a render and its crash retry with their starts and stops), then extraction grace."""
-    longest = limits.longest_render_seconds(float(settings.SIFT_FETCH_TIMEOUT), float(settings.SIFT_RENDER_TIMEOUT))
-    return max(limits.longest_fetch_seconds(float(settings.SIFT_FETCH_TIMEOUT)), longest + limits.EXTRACT_GRACE_SECONDS)
+    longest = limits.longest_render_seconds(
+        float(settings.SIFT_FETCH_TIMEOUT), float(settings.SIFT_RENDER_TIMEOUT)
+    )
+    return max(
+        limits.longest_fetch_seconds(float(settings.SIFT_FETCH_TIMEOUT)),
+        longest + limits.EXTRACT_GRACE_SECONDS,
+    )
 
 
 @register(Tags.compatibility)

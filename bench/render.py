@@ -95,7 +95,7 @@ class _Crawl4AI:
     """Crawl4AI, in its own interpreter (``bench/crawl4ai_row.py``), one crawler for every page."""
 
     def __init__(self, python: str) -> None:
-        self.process = subprocess.Popen(  # noqa: S603 — the interpreter the caller named, our script
+        self.process = subprocess.Popen(
             [python, str(CRAWL4AI_ROW)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

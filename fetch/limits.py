@@ -22,6 +22,7 @@ def longest_fetch_seconds(fetch_timeout: float) -> float:
     """The longest one fetch may take: the gate wait, the download deadline, then extraction."""
     return GATE_WAIT_SECONDS + fetch_timeout + EXTRACT_GRACE_SECONDS
 
+
 # Rendering (fetch/render.py): how long a render process may take to start listening and the
 # browser to be ready before the render's own deadline starts; and how long killing the render
 # process's tree may take after a render that ran out of time or memory.

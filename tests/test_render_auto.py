@@ -77,7 +77,9 @@ def test_an_external_stylesheet_is_fetched_through_the_guard_and_its_hidden_text
     and the rendered page's computed styles decide what is hidden."""
     _, client = agent
     httpserver.expect_request("/moorings").respond_with_data(STYLED_PAGE, content_type="text/html")
-    httpserver.expect_request("/site.css").respond_with_data(".for-bots { display: none }", content_type="text/css")
+    httpserver.expect_request("/site.css").respond_with_data(
+        ".for-bots { display: none }", content_type="text/css"
+    )
     url = httpserver.url_for("/moorings")
 
     body = client.get("/v1/fetch", url=url, mode="text", render="true").json()

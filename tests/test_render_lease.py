@@ -41,7 +41,7 @@ class StandIn:
 
     def __init__(self, path: Path, behaviour: str) -> None:
         self.behaviour = behaviour
-        self.process = subprocess.Popen(["sleep", "120"])  # noqa: S607 — coreutils
+        self.process = subprocess.Popen(["sleep", "120"])
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(str(path))
         self.sock.listen()
@@ -102,7 +102,10 @@ def attempt_bound() -> float:
 def test_the_lease_is_the_longest_path_and_a_margin(settings):
     settings.SIFT_FETCH_TIMEOUT, settings.SIFT_RENDER_TIMEOUT = 30, 20
     attempt = limits.RENDER_START_SECONDS + 20 + limits.RENDER_STOP_SECONDS
-    assert render.render_lease_seconds() == limits.GATE_WAIT_SECONDS + 30 + 2 * attempt + gate.LEASE_MARGIN_SECONDS
+    assert (
+        render.render_lease_seconds()
+        == limits.GATE_WAIT_SECONDS + 30 + 2 * attempt + gate.LEASE_MARGIN_SECONDS
+    )
     # The stop's own waits fit its bound: the pid asked for, then the tree's end after SIGKILL.
     assert render.PROBE_SECONDS + render.KILL_WAIT_SECONDS < limits.RENDER_STOP_SECONDS
 
