@@ -2,8 +2,9 @@
 page fetched by sift's guarded client.
 
 The browser lives in one render process per machine (``render_server.py``), started on demand
-by the first render with an environment of ``PATH`` only and, where the platform allows, in a
-network namespace of its own; it ends by itself after ``SIFT_RENDER_IDLE`` without a render.
+by the first render with an environment of ``PATH`` (and Node's compile cache) only and, where
+the platform allows, in a network namespace of its own; it ends by itself after
+``SIFT_RENDER_IDLE`` without a render.
 Web and cluster processes hand it renders over its Unix socket (``SIFT_RENDER_SOCKET``), one
 connection each, and answer the page's requests with ``client.download``, a few at a time. This
 side enforces the render's deadline and watches the memory of the render process's tree: past
@@ -330,7 +331,8 @@ def _start_server(until: float) -> None:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env={"PATH": "/usr/bin:/bin"},
+            # Node keeps the driver's compiled code beside the socket: its next start is ~0.2 s shorter.
+            env={"PATH": "/usr/bin:/bin", "NODE_COMPILE_CACHE": str(path.parent / "node-compile-cache")},
             start_new_session=True,
             cwd="/",
         )

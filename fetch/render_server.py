@@ -1,9 +1,9 @@
 """The browser side of rendering: one shared render process per machine (docs/rendering.md).
 
 It imports nothing of sift and no Django: ``fetch/render.py`` starts it as a plain script with
-``python -I``, an environment of ``PATH`` only and, where the platform allows, in a network
-namespace of its own (``unshare --user --map-root-user --net``: nothing but a loopback that is
-down), so Playwright's driver and Chromium inherit no secret and have no route anywhere.
+``python -I``, an environment of ``PATH`` and Node's compile cache only and, where the platform
+allows, in a network namespace of its own (``unshare --user --map-root-user --net``: only a
+loopback that is down), so Playwright's driver and Chromium inherit no secret and have no route.
 
 It listens on a Unix socket (``argv[1]``); each connection is one render. It is started for a
 render, so it launches the browser (``argv[3]``) at once and keeps it warm; each render gets a
