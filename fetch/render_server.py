@@ -240,11 +240,6 @@ class Server:
                 await tab.context.close()
         return await Tab(browser).open()
 
-    async def start(self, chromium: str) -> None:
-        """The browser, launched as soon as the process starts, and a spare tab on it."""
-        await self.browser_for(chromium)
-        self.prepare_spare()
-
     def prepare_spare(self) -> None:
         if self.spare is None and self.browser is not None and self.browser.is_connected():
             self.spare = asyncio.create_task(Tab(self.browser).open())
@@ -377,16 +372,17 @@ async def settle(page: Page, talk: Job) -> None:
             return
         if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
             return  # never quiet: polling, animating
-        await asyncio.sleep(CHECK_SECONDS)
+        idle = requests == 0 and timers == 0  # then the window's end is the next moment worth a look
+        await asyncio.sleep(max(CHECK_SECONDS, QUIET_SECONDS - quiet_for) if idle else CHECK_SECONDS)
 
 
 async def main(path: str, idle_seconds: float, chromium: str) -> None:
     server = Server(idle_seconds)
     listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
     os.chmod(path, 0o600)
-    # Started for a render that is on its way: the browser starts while it comes.
-    starting = asyncio.create_task(server.start(chromium))
-    starting.add_done_callback(lambda task: task.cancelled() or task.exception())
+    # Started for a render that is on its way: the browser starts while it comes, then a spare tab.
+    starting = asyncio.create_task(server.browser_for(chromium))
+    starting.add_done_callback(lambda task: task.cancelled() or task.exception() or server.prepare_spare())
     try:
         await server.watch_idle()
     finally:
