@@ -70,8 +70,7 @@ QUIET_SECONDS = 0.1
 SETTLE_CAP_SECONDS = 2.0
 REQUEST_CAP_SECONDS = 5.0
 CHECK_SECONDS = 0.02
-# How long a render waits for the spare tab before making one of its own.
-SPARE_WAIT_SECONDS = 3.0
+SPARE_WAIT_SECONDS = 3.0  # how long a render waits for the spare tab before making its own
 # Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
 # computed style hides from a reader (fetch/hidden.py drops it).
 HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="utf-8")
@@ -240,6 +239,11 @@ class Server:
                 await tab.context.close()
         return await Tab(browser).open()
 
+    async def start(self, chromium: str) -> None:
+        """The browser, then a spare tab: begun before a render waiting for the browser resumes."""
+        await self.browser_for(chromium)
+        self.prepare_spare()
+
     def prepare_spare(self) -> None:
         if self.spare is None and self.browser is not None and self.browser.is_connected():
             self.spare = asyncio.create_task(Tab(self.browser).open())
@@ -381,8 +385,8 @@ async def main(path: str, idle_seconds: float, chromium: str) -> None:
     listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
     os.chmod(path, 0o600)
     # Started for a render that is on its way: the browser starts while it comes, then a spare tab.
-    starting = asyncio.create_task(server.browser_for(chromium))
-    starting.add_done_callback(lambda task: task.cancelled() or task.exception() or server.prepare_spare())
+    starting = asyncio.create_task(server.start(chromium))
+    starting.add_done_callback(lambda task: task.cancelled() or task.exception())
     try:
         await server.watch_idle()
     finally:
