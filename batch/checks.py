@@ -18,13 +18,21 @@ from fetch import guard, limits, render
 
 
 def longest_fetch_seconds() -> float:
-    """How long one fetch of the pipeline may hold a claim: gate wait, fetch deadline, extraction grace."""
-    return limits.longest_fetch_seconds(float(settings.SIFT_FETCH_TIMEOUT))
+    """How long one fetch of the pipeline may hold a claim: a rendered one, the longest (gate wait,
+    download, a render and its crash retry with their starts and stops), then extraction grace."""
+    longest = limits.longest_render_seconds(
+        float(settings.SIFT_FETCH_TIMEOUT), float(settings.SIFT_RENDER_TIMEOUT)
+    )
+    return max(
+        limits.longest_fetch_seconds(float(settings.SIFT_FETCH_TIMEOUT)),
+        longest + limits.EXTRACT_GRACE_SECONDS,
+    )
 
 
 @register(Tags.compatibility)
 def claim_lease_outlasts_a_fetch(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """A lease shorter than a fetch hands a target still being fetched to a second worker."""
+    """A lease shorter than a fetch hands a target still being fetched (or rendered) to a second
+    worker, which fetches (or renders) it beside the first."""
     if settings.SIFT_TEST_FETCH_FUNC:
         return []  # a stand-in fetch takes as long as its test says; the rule is about the pipeline
     lease, longest = settings.SIFT_BATCH_CLAIM_LEASE, longest_fetch_seconds()
@@ -33,9 +41,10 @@ def claim_lease_outlasts_a_fetch(app_configs: Any = None, **kwargs: Any) -> list
     return [
         Error(
             f"SIFT_BATCH_CLAIM_LEASE ({lease:g}s) does not outlast one fetch "
-            f"({longest:g}s: gate wait, SIFT_FETCH_TIMEOUT, extraction grace)",
+            f"({longest:g}s: gate wait, SIFT_FETCH_TIMEOUT, a render of SIFT_RENDER_TIMEOUT and its crash "
+            "retry with their starts, extraction grace)",
             hint=f"Set SIFT_BATCH_CLAIM_LEASE above {longest:g}s, or unset it: the default is "
-            "2 x SIFT_FETCH_TIMEOUT + 30s.",
+            "SIFT_FETCH_TIMEOUT + 2 x SIFT_RENDER_TIMEOUT + 90s.",
             id="sift.E001",
         )
     ]

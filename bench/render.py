@@ -5,19 +5,28 @@ Default: the twelve script-built pages of ``bench/render_pages.py`` served on 12
 Rows: **playwright** (the floor: the same Chromium launched once by bare Playwright, a fresh
 context per page, ``page.content()`` right after ``load``, no routing), **sift** (the real
 pipeline, ``fetch.pipeline.fetch`` with ``render: true``: gate, guarded download, render,
-extraction, cache on a throwaway SQLite database). A page is right when its marker sentence
-is in the answer. Also printed: sift's first render after start-up (browser start included).
+extraction, cache on a throwaway SQLite database); with ``--crawl4ai PYTHON``, **crawl4ai** (one
+reused crawler with its shipped defaults, run by ``bench/crawl4ai_row.py`` under that interpreter,
+a venv of its own). A page is right when its marker sentence is in the answer. Also printed:
+sift's first render after start-up, one at the start of each round (the render process stopped,
+then a render that starts it: the render process and browser's start included; the
+extraction warmed first by a plain fetch, as a web process that has served anything has it, and
+Node's compile cache written by an earlier render process, as on a machine that rendered before),
+against a warm render plus the browser's own start (bare Playwright's driver and launch).
 
 ``--articles``: the first ``--pages`` pages of the article-extraction set, with and without
 render (pages/s, peak memory). ``--soak N``: N renders in a row (timeouts, crashes and heap hogs
 among them) and the browser's process count and memory after the first and after the last.
 
-    .venv/bin/python -m bench.render [--rounds 3] [--articles] [--soak 500]
+    .venv/bin/python -m bench.render [--rounds 3] [--crawl4ai /tmp/c4ai/bin/python] [--articles] [--soak 500]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +36,7 @@ from typing import Any
 from bench import data, harness, render_pages, stats
 
 CHROMIUM = "/usr/bin/chromium"
+CRAWL4AI_ROW = Path(__file__).with_name("crawl4ai_row.py")
 
 
 def _sift(url: str, marker: str) -> tuple[float, bool]:
@@ -55,13 +65,26 @@ class _Floor:
     def _start(self) -> float:
         from playwright.sync_api import sync_playwright
 
+        began = time.monotonic()
         self.playwright = sync_playwright().start()
+        self.driver_seconds = time.monotonic() - began
         began = time.monotonic()
         self.browser = self.playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
         return time.monotonic() - began
 
     def __call__(self, url: str, marker: str) -> tuple[float, bool]:
         return self.thread.submit(self._render, url, marker).result()
+
+    def launch_again(self) -> float:
+        """A second browser's launch, closed at once: the browser's own start under this round's load."""
+        return self.thread.submit(self._launch_again).result()
+
+    def _launch_again(self) -> float:
+        began = time.monotonic()
+        browser = self.playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        took = time.monotonic() - began
+        browser.close()
+        return took
 
     def _render(self, url: str, marker: str) -> tuple[float, bool]:
         began = time.monotonic()
@@ -81,19 +104,86 @@ class _Floor:
         self.playwright.stop()
 
 
-def scripted(rounds: int) -> None:
+class _Crawl4AI:
+    """Crawl4AI, in its own interpreter (``bench/crawl4ai_row.py``), one crawler for every page."""
+
+    def __init__(self, python: str) -> None:
+        self.process = subprocess.Popen(
+            [python, str(CRAWL4AI_ROW)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "CRAWL4AI_NO_CLOUD_NOTICE": "1"},
+        )
+        self.start_seconds = float(self._answer()["ready"])
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:  # anything Crawl4AI itself prints is passed over
+            if line.startswith("{"):
+                answer: dict[str, Any] = json.loads(line)
+                return answer
+        raise RuntimeError("bench/crawl4ai_row.py ended: is crawl4ai installed in that interpreter?")
+
+    def __call__(self, url: str, marker: str) -> tuple[float, bool]:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps({"url": url, "marker": marker}) + "\n")
+        self.process.stdin.flush()
+        answer = self._answer()
+        return float(answer["seconds"]), bool(answer["right"])
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def _plain(url: str) -> None:
+    from fetch.pipeline import fetch
+    from fetch.targets import Target, TargetOptions
+
+    fetch(Target(url, TargetOptions()), partition="bench", caller="bench")
+
+
+def _prime(url: str, marker: str) -> None:
+    """A render process started and ended by itself, as on a machine that rendered before: Node
+    writes the driver's compile cache (beside the render socket) when the driver exits cleanly."""
+    from django.test import override_settings
+
+    from fetch import render
+
+    with override_settings(SIFT_RENDER_IDLE=1):
+        _sift(url, marker)
+    give_up = time.monotonic() + 30
+    while render.running_pids() and time.monotonic() < give_up:
+        time.sleep(0.1)
+
+
+def scripted(rounds: int, crawl4ai: str | None = None) -> None:
+    from fetch import render
+
+    render.stop_server()  # a render process left by an earlier run would make the first render warm
     files, markers = render_pages.build()
     with render_pages.serving(files) as port:
         base = f"http://{render_pages.LOOPBACK}:{port}"
         floor = _Floor()
         rows: dict[str, Any] = {"playwright": floor, "sift": _sift}
-        first, _ = _sift(f"{base}/static?first", markers["/static"])
+        if crawl4ai:
+            rows["crawl4ai"] = _Crawl4AI(crawl4ai)
+        _prime(f"{base}/static?prime", markers["/static"])
+        _plain(f"{base}/static?plain")  # the extraction's first use is no render's cost
+        firsts: list[float] = []
+        launches = [floor.launch_seconds]
         seconds: dict[str, list[float]] = {name: [] for name in rows}
         right: dict[str, int] = dict.fromkeys(rows, 0)
         per_page: dict[str, dict[str, list[float]]] = {path: {name: [] for name in rows} for path in markers}
         page_right: dict[str, dict[str, int]] = {path: dict.fromkeys(rows, 0) for path in markers}
         try:
             for number in range(rounds):
+                # Each round begins with a render process started afresh: a first render.
+                render.stop_server()
+                firsts.append(_sift(f"{base}/static?first={number}", markers["/static"])[0])
+                launches.append(floor.launch_again())
                 for path, marker in markers.items():
                     for name, row in rows.items():
                         took, ok = row(f"{base}{path}?round={number}", marker)
@@ -105,6 +195,7 @@ def scripted(rounds: int) -> None:
             for row in rows.values():
                 if hasattr(row, "close"):
                     row.close()
+            render.stop_server()
     total = rounds * len(markers)
     print(f"{len(markers)} script-built pages x {rounds} rounds, interleaved; load: {_load()}")
     print("page (median, right)" + "".join(f"{name:>16}" for name in rows))
@@ -120,11 +211,18 @@ def scripted(rounds: int) -> None:
             f"{name:<11} median {median * 1000:5.0f} ms ({median / floor_median:4.2f}x the floor)"
             f"  p95 {stats.percentile(seconds[name], 95) * 1000:5.0f} ms  right {right[name]}/{total}"
         )
-    warm = stats.median(seconds["sift"])
+    warm, first, launch = stats.median(seconds["sift"]), stats.median(firsts), stats.median(launches)
+    start = floor.driver_seconds + launch
+    aim = 1.5 * warm + start
     print(
-        f"sift's first render after start-up {first * 1000:.0f} ms; warm median {warm * 1000:.0f} ms;"
-        f" the browser's own start (bare Playwright) {floor.launch_seconds * 1000:.0f} ms"
+        f"sift's first render after start-up, median of {len(firsts)}: {first * 1000:.0f} ms"
+        f" ({', '.join(f'{one * 1000:.0f}' for one in firsts)}); warm median {warm * 1000:.0f} ms;"
+        f" the browser's own start (bare Playwright) {start * 1000:.0f} ms (driver"
+        f" {floor.driver_seconds * 1000:.0f} + launch {launch * 1000:.0f}, median of {len(launches)});"
+        f" aim 1.5 x warm + start = {aim * 1000:.0f} ms: {'met' if first <= aim else 'missed'}"
     )
+    if crawl4ai:
+        print(f"crawl4ai's crawler start {rows['crawl4ai'].start_seconds * 1000:.0f} ms")
 
 
 def _load() -> str:
@@ -138,6 +236,7 @@ def main() -> None:
     parser.add_argument("--articles", action="store_true", help="the article set, with and without render")
     parser.add_argument("--pages", type=int, default=20, help="article pages (default: %(default)s)")
     parser.add_argument("--soak", type=int, default=0, metavar="N", help="N renders in a row, leak check")
+    parser.add_argument("--crawl4ai", metavar="PYTHON", help="a column for Crawl4AI, run by this interpreter")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = harness.service_env(
@@ -160,7 +259,7 @@ def main() -> None:
 
                 articles_run(article_pages(parser, args.data, args.pages))
             else:
-                scripted(args.rounds)
+                scripted(args.rounds, args.crawl4ai)
 
 
 if __name__ == "__main__":

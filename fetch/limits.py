@@ -21,3 +21,18 @@ EXTRACT_GRACE_SECONDS = 5.0
 def longest_fetch_seconds(fetch_timeout: float) -> float:
     """The longest one fetch may take: the gate wait, the download deadline, then extraction."""
     return GATE_WAIT_SECONDS + fetch_timeout + EXTRACT_GRACE_SECONDS
+
+
+# Rendering (fetch/render.py): how long a render process may take to start listening and the
+# browser to be ready before the render's own deadline starts; and how long killing the render
+# process's tree may take after a render that ran out of time or memory.
+RENDER_START_SECONDS = 15.0
+RENDER_STOP_SECONDS = 8.0
+
+
+def longest_render_seconds(fetch_timeout: float, render_timeout: float) -> float:
+    """The longest a rendered fetch may hold its render slot: the wait for a fetch slot, the
+    document's download, then two attempts (a crash is tried once more), each its start, its
+    render and the stop of a render process that ran out of time."""
+    attempt = RENDER_START_SECONDS + render_timeout + RENDER_STOP_SECONDS
+    return GATE_WAIT_SECONDS + fetch_timeout + 2 * attempt

@@ -2,8 +2,9 @@
 page fetched by sift's guarded client.
 
 The browser lives in one render process per machine (``render_server.py``), started on demand
-by the first render with an environment of ``PATH`` only and, where the platform allows, in a
-network namespace of its own; it ends by itself after ``SIFT_RENDER_IDLE`` without a render.
+by the first render with an environment of ``PATH`` (and Node's compile cache) only and, where
+the platform allows, in a network namespace of its own; it ends by itself after
+``SIFT_RENDER_IDLE`` without a render.
 Web and cluster processes hand it renders over its Unix socket (``SIFT_RENDER_SOCKET``), one
 connection each, and answer the page's requests with ``client.download``, a few at a time. This
 side enforces the render's deadline and watches the memory of the render process's tree: past
@@ -33,20 +34,26 @@ from typing import Any
 from django.conf import settings
 
 from capacity.slots import SlotTable
-from fetch import client, gate
+from fetch import client, gate, limits
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome, RetryAfter
+from fetch.proctree import alive as _alive
+from fetch.proctree import tree_pids as _tree_pids
+from fetch.proctree import tree_pss
 
 SERVER = Path(__file__).with_name("render_server.py")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 POLL_SECONDS = 0.25
 # A page's subrequests fetched at once, each through the guard, per render.
 PARALLEL_FETCHES = 4
-# How long a render process may take to start listening (Python and Playwright's import), and a
-# render to have its browser and context ready (the browser's launch): the render's own deadline
-# starts after that.
-START_SECONDS = 15.0
+# How long a render may take to reach a render process (started if none listens: Python and
+# Playwright's import) and have its browser and context ready (the browser's launch): the render's
+# own deadline starts after that. Stopping a render process asks it its pid for this long at most.
+START_SECONDS = limits.RENDER_START_SECONDS
+PROBE_SECONDS = 2.0
+# How long a stopped render process's tree may take to go after SIGKILL.
+KILL_WAIT_SECONDS = 5.0
 UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
 NAMESPACE_COMMAND = [UNSHARE, "--user", "--map-root-user", "--net", "--"]
 logger = logging.getLogger(__name__)
@@ -79,11 +86,14 @@ RENDER_GATE = gate.Gate(
 
 
 def render_lease_seconds() -> float:
-    """How long a render may hold its slots: the document's download, the browser's start, then
-    the render itself."""
-    return float(
-        settings.SIFT_FETCH_TIMEOUT + START_SECONDS + settings.SIFT_RENDER_TIMEOUT + gate.LEASE_MARGIN_SECONDS
+    """How long a render may hold its slots: the longest path through them (the wait for a fetch
+    slot, the document's download, a render and its crash retry, each with its start and the
+    stop of a render process that ran out of time, ``limits.longest_render_seconds``), and a
+    margin. Every step of that path has its own bound, so the lease outlasts the holder."""
+    longest = limits.longest_render_seconds(
+        float(settings.SIFT_FETCH_TIMEOUT), float(settings.SIFT_RENDER_TIMEOUT)
     )
+    return longest + gate.LEASE_MARGIN_SECONDS
 
 
 def render_slot() -> AbstractContextManager[int]:
@@ -107,9 +117,14 @@ def network_mode() -> str:
 
 
 def render(document: client.Download) -> str:
-    """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died."""
-    # Until the browser is ready, START_SECONDS; then the render's own deadline.
-    conversation = _Conversation(*_connect(), time.monotonic() + START_SECONDS)
+    """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died.
+
+    It ends within ``START_SECONDS`` (reaching a render process, started if need be, and its
+    browser ready), ``SIFT_RENDER_TIMEOUT`` (the render) and, past either, the stop of the render
+    process (``limits.RENDER_STOP_SECONDS``): the render slot's lease counts on it.
+    """
+    start_by = time.monotonic() + START_SECONDS
+    conversation = _Conversation(*_connect(start_by), start_by)
     try:
         conversation.send(
             {
@@ -255,20 +270,32 @@ def _out_of_memory(what: str) -> FetchError:
 # --- the render process -----------------------------------------------------------------------
 
 
-def _connect() -> tuple[socket.socket, int]:
-    """A connection to the render process, which is started if none listens; and its pid."""
+def start_soon() -> None:
+    """Start the render process, unless its socket is there, while the caller downloads the page
+    to render: the browser's start overlaps the download (``render`` waits for it, never twice)."""
+    if not Path(settings.SIFT_RENDER_SOCKET).exists():
+        until = time.monotonic() + START_SECONDS
+        threading.Thread(target=_start_server, args=(until,), daemon=True, name="render-start").start()
+
+
+def _connect(until: float) -> tuple[socket.socket, int]:
+    """A connection to the render process, which is started if none listens; and its pid; by
+    ``until`` (a ``time.monotonic()`` value) or ``RenderCrashed``."""
     for _ in range(3):
-        connected = _try_connect()
+        connected = _try_connect(until)
         if connected is not None:
             return connected
-        _start_server()
+        _start_server(until)
     raise RenderCrashed("the render process did not start")
 
 
-def _try_connect() -> tuple[socket.socket, int] | None:
+def _try_connect(until: float) -> tuple[socket.socket, int] | None:
+    left = until - time.monotonic()
+    if left <= 0:
+        return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(START_SECONDS)
+        sock.settimeout(left)
         sock.connect(settings.SIFT_RENDER_SOCKET)
         hello = b""
         while not hello.endswith(b"\n"):
@@ -285,12 +312,13 @@ def _try_connect() -> tuple[socket.socket, int] | None:
     return sock, pid
 
 
-def _start_server() -> None:
+def _start_server(until: float) -> None:
     path = Path(settings.SIFT_RENDER_SOCKET)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with open(f"{path}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one starter at a time, machine-wide
-        probe = _try_connect()
+        if not _lock_by(lock.fileno(), until):  # one starter at a time, machine-wide
+            return
+        probe = _try_connect(until)
         if probe is not None:
             probe[0].close()
             return
@@ -303,15 +331,26 @@ def _start_server() -> None:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env={"PATH": "/usr/bin:/bin"},
+            # Node keeps the driver's compiled code beside the socket: its next start is ~0.2 s shorter.
+            env={"PATH": "/usr/bin:/bin", "NODE_COMPILE_CACHE": str(path.parent / "node-compile-cache")},
             start_new_session=True,
             cwd="/",
         )
         threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends
-        give_up = time.monotonic() + START_SECONDS
-        while not path.exists() and process.poll() is None and time.monotonic() < give_up:
-            time.sleep(0.02)
+        while not path.exists() and process.poll() is None and time.monotonic() < until:
+            time.sleep(0.005)
         logger.info("render process %s started; its network: %s", process.pid, mode)
+
+
+def _lock_by(descriptor: int, until: float) -> bool:
+    """Whether the exclusive lock on ``descriptor`` was had by ``until``."""
+    while True:
+        with suppress(BlockingIOError):
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.02)
 
 
 def running_pids() -> set[int]:
@@ -319,16 +358,10 @@ def running_pids() -> set[int]:
     return {pid for pid in _last_pid if _alive(pid)}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def stop_server() -> None:
-    """Kill the machine's render process, if one listens, with every process under it."""
-    probe = _try_connect()  # learns the pid of one another process started
+    """Kill the machine's render process, if one listens, with every process under it; within
+    ``limits.RENDER_STOP_SECONDS``."""
+    probe = _try_connect(time.monotonic() + PROBE_SECONDS)  # learns the pid of one another process started
     if probe is not None:
         probe[0].close()
     for pid in running_pids():
@@ -337,43 +370,7 @@ def stop_server() -> None:
                 os.kill(member, signal.SIGKILL)
             except OSError:
                 continue
-        give_up = time.monotonic() + 5
+        give_up = time.monotonic() + KILL_WAIT_SECONDS
         while _alive(pid) and time.monotonic() < give_up:
             time.sleep(0.02)
     _last_pid.clear()
-
-
-def _tree_pids(root: int) -> set[int]:
-    """``root`` and its descendants. Not its session: Playwright starts Chromium in one of its own."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses; the fields after its last ")" do not.
-        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree = {root}
-    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
-        tree |= grown
-    return tree
-
-
-def tree_pss(root: int) -> int:
-    """Memory of the render process and its descendants: the driver and the browser's tree.
-
-    Proportional set sizes, so the pages Chromium's processes share are counted once in all.
-    """
-    total = 0
-    for pid in _tree_pids(root):
-        try:
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-        except OSError:
-            continue
-        for line in rollup.splitlines():
-            if line.startswith("Pss:"):
-                total += int(line.split()[1]) * 1024
-                break
-    return total

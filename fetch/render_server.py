@@ -1,9 +1,9 @@
 """The browser side of rendering: one shared render process per machine (docs/rendering.md).
 
 It imports nothing of sift and no Django: ``fetch/render.py`` starts it as a plain script with
-``python -I``, an environment of ``PATH`` only and, where the platform allows, in a network
-namespace of its own (``unshare --user --map-root-user --net``: nothing but a loopback that is
-down), so Playwright's driver and Chromium inherit no secret and have no route anywhere.
+``python -I``, an environment of ``PATH`` and Node's compile cache only and, where the platform
+allows, in a network namespace of its own (``unshare --user --map-root-user --net``: only a
+loopback that is down), so Playwright's driver and Chromium inherit no secret and have no route.
 
 It listens on a Unix socket (``argv[1]``); each connection is one render. It is started for a
 render, so it launches the browser (``argv[3]``) at once and keeps it warm; each render gets a
@@ -70,8 +70,7 @@ QUIET_SECONDS = 0.1
 SETTLE_CAP_SECONDS = 2.0
 REQUEST_CAP_SECONDS = 5.0
 CHECK_SECONDS = 0.02
-# How long a render waits for the spare tab before making one of its own.
-SPARE_WAIT_SECONDS = 3.0
+SPARE_WAIT_SECONDS = 3.0  # how long a render waits for the spare tab before making its own
 # Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
 # computed style hides from a reader (fetch/hidden.py drops it).
 HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="utf-8")
@@ -227,7 +226,8 @@ class Server:
             self.prepare_spare()
 
     async def tab(self, chromium: str) -> Tab:
-        """The spare tab if it is ready on the running browser, a new one otherwise."""
+        """The spare tab if it is ready on the running browser, a new one otherwise; the next
+        spare is begun at once, so that it is ready when the next render comes."""
         browser = await self.browser_for(chromium)
         spare, self.spare = self.spare, None
         if spare is not None:
@@ -238,6 +238,11 @@ class Server:
                     return tab
                 await tab.context.close()
         return await Tab(browser).open()
+
+    async def start(self, chromium: str) -> None:
+        """The browser, then a spare tab: begun before a render waiting for the browser resumes."""
+        await self.browser_for(chromium)
+        self.prepare_spare()
 
     def prepare_spare(self) -> None:
         if self.spare is None and self.browser is not None and self.browser.is_connected():
@@ -290,9 +295,12 @@ class Tab:
         self.context = await self.browser.new_context(
             service_workers="block", accept_downloads=False, permissions=[]
         )
-        await self.context.add_init_script(READY_SCRIPT)
-        await self.context.route("**/*", self.handle)
-        await self.context.route_web_socket("**/*", refuse_socket)
+        # Together (one round trip's wait, not three), and all in place before the page exists.
+        await asyncio.gather(
+            self.context.add_init_script(READY_SCRIPT),
+            self.context.route("**/*", self.handle),
+            self.context.route_web_socket("**/*", refuse_socket),
+        )
         self.page = await self.context.new_page()
         # Popups are closed as they open; the page they came from goes on.
         self.context.on("page", self.close_popup)
@@ -368,15 +376,16 @@ async def settle(page: Page, talk: Job) -> None:
             return
         if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
             return  # never quiet: polling, animating
-        await asyncio.sleep(CHECK_SECONDS)
+        idle = requests == 0 and timers == 0  # then the window's end is the next moment worth a look
+        await asyncio.sleep(max(CHECK_SECONDS, QUIET_SECONDS - quiet_for) if idle else CHECK_SECONDS)
 
 
 async def main(path: str, idle_seconds: float, chromium: str) -> None:
     server = Server(idle_seconds)
     listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
     os.chmod(path, 0o600)
-    # Started for a render that is on its way: the browser starts while it comes.
-    starting = asyncio.create_task(server.browser_for(chromium))
+    # Started for a render that is on its way: the browser starts while it comes, then a spare tab.
+    starting = asyncio.create_task(server.start(chromium))
     starting.add_done_callback(lambda task: task.cancelled() or task.exception())
     try:
         await server.watch_idle()

@@ -274,10 +274,11 @@ SIFT_TEST_FETCH_FUNC = env_str("SIFT_TEST_FETCH_FUNC", "")
 # test starts (gunicorn, the MCP server). Unset, the system's resolver (fetch/guard.py).
 SIFT_TEST_RESOLVE_FUNC = env_str("SIFT_TEST_RESOLVE_FUNC", "")
 # A claimed target belongs to its worker for this long; a worker that has not stored anything
-# by then is presumed dead. It must outlast a whole fetch: gate wait (5 s), the fetch deadline,
-# and the sandboxed extraction after it (a system check, sift.E001, says so at start-up).
+# by then is presumed dead. It must outlast a whole fetch, the longest a rendered one: gate wait
+# (5 s), the fetch deadline, a render and its crash retry (each 15 s to start, the render deadline,
+# 8 s to stop), and the sandboxed extraction after it (a system check, sift.E001, says so at start-up).
 SIFT_BATCH_CLAIM_LEASE = env_duration(
-    "SIFT_BATCH_CLAIM_LEASE", f"{2 * SIFT_FETCH_TIMEOUT + 30:.0f}s", positive=True
+    "SIFT_BATCH_CLAIM_LEASE", f"{SIFT_FETCH_TIMEOUT + 2 * SIFT_RENDER_TIMEOUT + 90:.0f}s", positive=True
 )
 # A worker task drains targets for at most SIFT_BATCH_DRAIN_SECONDS, then hands over to a fresh
 # task, so django-q2's ``timeout`` (which kills the worker) never lands in the middle of a fetch.

@@ -1,0 +1,54 @@
+"""Crawl4AI's row of ``bench/render.py --crawl4ai PYTHON``: run by that interpreter (a separate venv
+with ``crawl4ai`` installed, never the project's), not imported by sift.
+
+One crawler, reused for every page, with Crawl4AI's shipped defaults (``domcontentloaded``, then
+100 ms before the HTML is read; its cache bypassed), on the same Debian Chromium: Crawl4AI 0.9.5's
+``BrowserConfig`` has no executable path for the browser it launches, so the launch arguments it
+builds get one here. Protocol: a line ``{"ready": seconds}`` once the browser is up; then, for each
+line ``{"url", "marker"}`` read on stdin, ``{"seconds", "right"}`` (the marker in the HTML it read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from crawl4ai import AsyncWebCrawler, BrowserConfig, CacheMode, CrawlerRunConfig
+from crawl4ai.browser_manager import BrowserManager
+
+CHROMIUM = "/usr/bin/chromium"
+_build = BrowserManager._build_browser_args
+
+
+def _with_chromium(self: Any) -> dict[str, Any]:
+    return {**_build(self), "executable_path": CHROMIUM}
+
+
+async def main() -> None:
+    BrowserManager._build_browser_args = _with_chromium
+    began = time.monotonic()
+    config = BrowserConfig(browser_type="chromium", headless=True, verbose=False)
+    async with AsyncWebCrawler(config=config) as crawler:
+        run = CrawlerRunConfig(cache_mode=CacheMode.BYPASS, verbose=False)
+        _say({"ready": time.monotonic() - began})
+        for line in sys.stdin:
+            job = json.loads(line)
+            began = time.monotonic()
+            try:
+                result = await crawler.arun(url=job["url"], config=run)
+                html = result.html or ""
+            except Exception as exc:
+                html = f"failed: {exc}"
+            _say({"seconds": time.monotonic() - began, "right": job["marker"] in html})
+
+
+def _say(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,51 @@
+"""The processes under one process, and their memory, read from ``/proc`` (Linux): what rendering
+kills and measures of its render process's tree (fetch/render.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def tree_pids(root: int) -> set[int]:
+    """``root`` and its descendants. Not its session: Playwright starts Chromium in one of its own."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses; the fields after its last ")" do not.
+        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree = {root}
+    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
+        tree |= grown
+    return tree
+
+
+def tree_pss(root: int) -> int:
+    """Memory of the render process and its descendants: the driver and the browser's tree.
+
+    Proportional set sizes, so the pages Chromium's processes share are counted once in all.
+    """
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        for line in rollup.splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1]) * 1024
+                break
+    return total
