@@ -165,11 +165,14 @@ SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
 # caller and in all; the rest answer at once, so one caller never holds many threads.
 SIFT_BATCH_WAITS_PER_CALLER = env_int("SIFT_BATCH_WAITS_PER_CALLER", 2)
 SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
-# GET /v1/batch/{id}/events streams open at once per web process, per caller and in all; one more
+# GET /v1/batch/{id}/events streams open at once in the deployment, per caller and in all; one more
 # answers 429 busy. A quiet stream carries a comment this often (at most 15s, for proxies).
 SIFT_BATCH_STREAMS_PER_CALLER = env_int("SIFT_BATCH_STREAMS_PER_CALLER", 8, minimum=1)
 SIFT_BATCH_STREAMS_TOTAL = env_int("SIFT_BATCH_STREAMS_TOTAL", 256, minimum=1)
 SIFT_BATCH_STREAM_KEEPALIVE = min(max(env_duration("SIFT_BATCH_STREAM_KEEPALIVE", "15s"), 0.1), 15.0)
+# An open stream's row is renewed a third of this before it runs out; the streams of a web process
+# that died stop counting this long after its last renewal.
+SIFT_BATCH_STREAM_LEASE = max(env_duration("SIFT_BATCH_STREAM_LEASE", "30s"), 1.0)
 
 # --- sift: the MCP process (docs/mcp.md) -------------------------------------------------------
 
