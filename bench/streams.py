@@ -230,6 +230,18 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+@contextmanager
+def log_tails_on_error(work: Path) -> Iterator[None]:
+    """After an error, what the web processes logged last (their files go with ``work``)."""
+    try:
+        yield
+    except Exception:
+        for log in sorted(work.glob("*.log")):
+            print(f"--- the last lines of {log.name}", file=sys.stderr)
+            print("\n".join(log.read_text(errors="replace").splitlines()[-40:]), file=sys.stderr)
+        raise
+
+
 def bench(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="sift-bench-streams-") as tmp, ExitStack() as stack:
         work = Path(tmp)
@@ -253,6 +265,7 @@ def bench(args: argparse.Namespace) -> None:
             ASGI: stack.enter_context(web_process(procfile_web_line(), env, work / "asgi.log")),
             GTHREAD: stack.enter_context(web_process(GTHREAD_LINE, env, work / "gthread.log")),
         }
+        stack.enter_context(log_tails_on_error(work))
         for port in ports.values():
             requests.block(port, 10, {})  # warm up every worker: imports, connections
         loads = [loadavg()]

@@ -11,5 +11,8 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
+# Each request's synchronous code runs in a thread made for it: a connection per thread would be
+# a new connection per request, so on PostgreSQL this process takes its connections from a pool.
+os.environ.setdefault("SIFT_DATABASE_POOL", "true")
 
 application = get_asgi_application()

@@ -103,6 +103,13 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that a qcluster subprocess in the end-to-end tests sees the same
     # database; one per process, so that parallel test runs never share it.
     _database["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"sift-test-{os.getpid()}.sqlite3")}
+# The ASGI web process runs each request's synchronous code in a thread made for that request, so
+# a connection kept per thread (conn_max_age) would be opened anew for every request: there, the
+# connections come from a pool of the process instead (sift_site/asgi.py turns this on).
+SIFT_DATABASE_POOL = env_bool("SIFT_DATABASE_POOL", False)
+if SIFT_DATABASE_POOL and _database["ENGINE"] == "django.db.backends.postgresql":
+    _database["CONN_MAX_AGE"] = 0
+    _database["OPTIONS"] = {**_database.get("OPTIONS", {}), "pool": {"min_size": 2, "max_size": 16}}
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
