@@ -48,3 +48,18 @@ class JsonMethodNotAllowedMiddleware:
         if allowed:
             wrapped["Allow"] = allowed
         return wrapped
+
+
+class SyncChainMiddleware:
+    """Last in ``MIDDLEWARE``, and synchronous only: under ASGI, Django then runs the whole chain
+    in one request thread, instead of hopping from the event loop to a thread and back for each
+    hook of each middleware (docs/decisions.md, "One ASGI web process")."""
+
+    sync_capable = True
+    async_capable = False
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)

@@ -22,7 +22,9 @@ __all__ = [
     "BatchJob",
     "BatchTarget",
     "ClusterHeartbeat",
+    "EventStream",
     "IdempotencyKey",
+    "StreamLock",
     "SubmitLock",
     "WebhookAttempt",
     "WebhookClaimLock",
@@ -394,3 +396,39 @@ class ClusterHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class EventStream(models.Model):
+    """An open event stream (``GET /v1/batch/{id}/events``): the stream bounds count these rows,
+    so they hold for the whole deployment (``batch/stream_bounds.py``). Its web process renews
+    ``lease_until`` while the stream is open and deletes the row when it ends; a row whose lease
+    ran out was left by a process that died, and no longer counts."""
+
+    # No index of its own: the index below leads with the caller and serves its counts.
+    caller = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # The job it follows; not a foreign key: a job swept under its stream ends the stream itself.
+    job_id = models.CharField(max_length=32)
+    opened_at = models.DateTimeField()
+    lease_until = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["caller", "lease_until"], name="stream_caller_lease"),
+            models.Index(fields=["lease_until"], name="stream_lease"),
+        ]
+
+    def __str__(self) -> str:
+        return f"stream {self.pk} of {self.job_id}"
+
+
+class StreamLock(models.Model):
+    """The one row every stream admission locks, so that the open streams it counts, the caller's
+    and in all, are never stale. Made on first use."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="streamlock_single_row")]
+
+    def __str__(self) -> str:
+        return "stream lock"

@@ -3,7 +3,9 @@
 Each stream is an async generator on the web process's event loop, so a waiting stream holds no
 thread. One ``JobWatch`` a process (a loop) looks at every job its streams follow in one query a
 round and wakes the streams whose job moved; a woken stream reads its own new targets. Both run
-their queries in a few threads of their own, whose connections stay open between rounds.
+their queries in a few threads of their own, whose connections stay open between rounds. The
+watch also renews the leases of the process's open streams, which the stream bounds count in the
+whole deployment (``batch/stream_bounds.py``).
 
 A target's event id is its end sequence number (``BatchTarget.seq``), given in the transaction
 that stores it: a stream sends targets in that order and remembers the last, so a stream (or a
@@ -13,6 +15,7 @@ client resuming with ``Last-Event-ID``) never misses nor repeats one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import weakref
@@ -24,11 +27,11 @@ from weakref import WeakKeyDictionary
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, close_old_connections, connection
 
+from batch import stream_bounds
 from batch.models import FINISHED_STATUSES, ApiKey, BatchJob, JobStatus, TargetStatus
 from batch.summaries import job_summary, target_out
-from batch.threads import ThreadShares
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +39,6 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.25
 # Database work of the streams, off the event loop; the threads keep their connections.
 QUERIES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sift-streams")
-STREAMS = ThreadShares(
-    lambda: settings.SIFT_BATCH_STREAMS_PER_CALLER, lambda: settings.SIFT_BATCH_STREAMS_TOTAL
-)
 # A job swept or evicted under its stream: the last event says so.
 EXPIRED = "expired"
 
@@ -55,6 +55,10 @@ def _query(function: Callable[..., T], *args: Any) -> T:
     except DatabaseError:
         connection.close()  # a broken connection is made again on the next query of this thread
         raise
+    finally:
+        # With the pool (PostgreSQL under ASGI) this hands the connection back for the requests;
+        # with a persistent connection it keeps it, as a request's end does.
+        close_old_connections()
 
 
 # --- one watch a process ---------------------------------------------------------------------
@@ -71,20 +75,29 @@ def job_states(job_ids: list[str]) -> dict[str, JobState]:
 
 @dataclass
 class JobWatch:
-    """The jobs this process's streams follow, looked at in one query a round while any is followed."""
+    """The jobs this process's streams follow, looked at in one query a round while any is
+    followed; and the process's open streams, whose leases it renews every third of a lease."""
 
     followers: dict[str, set[asyncio.Event]] = field(default_factory=dict)
     seen: dict[str, JobState] = field(default_factory=dict)
+    streams: set[int] = field(default_factory=set)
+    renewed_at: float | None = None
     task: asyncio.Task[None] | None = None
 
-    def follow(self, job_id: str) -> asyncio.Event:
+    def follow(self, job_id: str, stream_id: int | None = None) -> asyncio.Event:
+        """An event set each time the job moves; an open stream's row (``stream_id``) is renewed
+        until ``unfollow``."""
         moved = asyncio.Event()
         self.followers.setdefault(job_id, set()).add(moved)
+        if stream_id is not None:
+            self.streams.add(stream_id)
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self._run(), name="sift-job-watch")
         return moved
 
-    def unfollow(self, job_id: str, moved: asyncio.Event) -> None:
+    def unfollow(self, job_id: str, moved: asyncio.Event, stream_id: int | None = None) -> None:
+        if stream_id is not None:
+            self.streams.discard(stream_id)
         left = self.followers.get(job_id, set())
         left.discard(moved)
         if not left:
@@ -93,6 +106,7 @@ class JobWatch:
 
     async def _run(self) -> None:
         while self.followers:
+            await self._renew_leases()
             try:
                 states = await in_query_thread(job_states, list(self.followers))
             except DatabaseError:
@@ -104,6 +118,18 @@ class JobWatch:
                     for moved in self.followers[job_id]:
                         moved.set()
             await asyncio.sleep(POLL_SECONDS)
+
+    async def _renew_leases(self) -> None:
+        now = asyncio.get_running_loop().time()
+        due = self.renewed_at is None or now - self.renewed_at >= settings.SIFT_BATCH_STREAM_LEASE / 3
+        if not self.streams or not due:
+            return
+        try:
+            await in_query_thread(stream_bounds.renew, list(self.streams))
+        except DatabaseError:
+            log.warning("event streams: their leases could not be renewed; trying again", exc_info=True)
+            return
+        self.renewed_at = now
 
 
 _WATCHES: WeakKeyDictionary[asyncio.AbstractEventLoop, JobWatch] = WeakKeyDictionary()
@@ -148,22 +174,45 @@ def sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
     return head + f"data: {json.dumps(data, cls=DjangoJSONEncoder)}\n\n"
 
 
-def job_stream(caller: ApiKey, job_id: str, *, after: int, content: bool) -> AsyncIterator[str]:
-    """``job_events``, holding the caller's stream share (taken by the endpoint) until the stream
-    ends however it ends, or is dropped unstarted (a client gone before the first byte)."""
+def job_stream(
+    caller: ApiKey, job_id: str, stream_id: int, *, after: int, content: bool
+) -> AsyncIterator[str]:
+    """``job_events``, holding its open stream's row (``stream_id``, admitted by the endpoint) until
+    the stream ends however it ends, or is dropped unstarted (a client gone before the first byte)."""
     ended: list[Callable[[], Any]] = []
-    events = job_events(caller, job_id, after=after, content=content, ended=ended)
-    ended.append(weakref.finalize(events, STREAMS.give_back, caller.pk))  # runs at most once
+    events = job_events(caller, job_id, stream_id, after=after, content=content, ended=ended)
+    ended.append(weakref.finalize(events, close_stream, stream_id))  # runs at most once
     return events
 
 
+def close_stream(stream_id: int) -> None:
+    """Delete an ended stream's row in a query thread, without waiting: this runs in the stream's
+    last step or in a finalizer, on any thread. If the row is left (the process is ending, the
+    database does not answer), its lease ends it."""
+    with contextlib.suppress(RuntimeError):  # the executor is shut down: the process is ending
+        QUERIES.submit(_close_stream, stream_id)
+
+
+def _close_stream(stream_id: int) -> None:
+    try:
+        _query(stream_bounds.close, stream_id)
+    except DatabaseError:
+        log.warning("event stream %d: its row was left to its lease", stream_id, exc_info=True)
+
+
 async def job_events(
-    caller: ApiKey, job_id: str, *, after: int, content: bool, ended: list[Callable[[], Any]]
+    caller: ApiKey,
+    job_id: str,
+    stream_id: int,
+    *,
+    after: int,
+    content: bool,
+    ended: list[Callable[[], Any]],
 ) -> AsyncIterator[str]:
     """The stream of one job for its caller, from the target after ``after``: ``target`` events in
     the order they ended, then one ``job`` event, and the end; then each of ``ended`` is called."""
     watch = job_watch()
-    moved = watch.follow(job_id)
+    moved = watch.follow(job_id, stream_id)
     try:
         yield ": sift job events\n\n"
         while True:
@@ -180,6 +229,6 @@ async def job_events(
             except TimeoutError:
                 yield ": keep-alive\n\n"
     finally:
-        watch.unfollow(job_id, moved)
+        watch.unfollow(job_id, moved, stream_id)
         for end in ended:
             end()

@@ -11,7 +11,8 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
-# Requests run in threads of their own here: PostgreSQL connections come from a pool (settings.py).
+# Each request's synchronous code runs in a thread made for it: a connection per thread would be
+# a new connection per request, so on PostgreSQL this process takes its connections from a pool.
 os.environ.setdefault("SIFT_DATABASE_POOL", "true")
 
 application = get_asgi_application()

@@ -62,6 +62,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
+    "batch.middleware.SyncChainMiddleware",
 ]
 
 ROOT_URLCONF = "sift_site.urls"
@@ -84,17 +85,7 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_str("DATABASE_URL", "")
-# The ASGI entry points (sift_site/asgi.py, sift_site/mcp_asgi.py) turn the pool on: there every
-# request's synchronous code runs in a thread of its own, and Django's persistent connections are
-# per thread, so each request would open a PostgreSQL connection and leave it behind. The pool
-# keeps a few per process and hands them from request to request (docs/decisions.md).
-SIFT_DATABASE_POOL = env_bool("SIFT_DATABASE_POOL", False)
-SIFT_DATABASE_POOL_SIZE = env_int("SIFT_DATABASE_POOL_SIZE", 8, minimum=1)
-if DATABASE_URL and SIFT_DATABASE_POOL:
-    # Health checks make the pool check a connection as it hands it out (a restarted server).
-    _database = dj_database_url.parse(DATABASE_URL, conn_health_checks=True)
-    _database["OPTIONS"] = {"pool": {"min_size": 1, "max_size": SIFT_DATABASE_POOL_SIZE, "timeout": 10}}
-elif DATABASE_URL:
+if DATABASE_URL:
     _database = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
 else:
     _database = {
@@ -112,6 +103,18 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that a qcluster subprocess in the end-to-end tests sees the same
     # database; one per process, so that parallel test runs never share it.
     _database["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"sift-test-{os.getpid()}.sqlite3")}
+# The ASGI entry points (sift_site/asgi.py, sift_site/mcp_asgi.py) turn the pool on: there every
+# request's synchronous code runs in a thread made for it, and a connection kept per thread
+# (conn_max_age) would be opened anew for every request and left behind. The pool keeps a few per
+# process, hands them from request to request and checks each as it hands it out (docs/decisions.md).
+SIFT_DATABASE_POOL = env_bool("SIFT_DATABASE_POOL", False)
+SIFT_DATABASE_POOL_SIZE = env_int("SIFT_DATABASE_POOL_SIZE", 8, minimum=1)
+if SIFT_DATABASE_POOL and _database["ENGINE"] == "django.db.backends.postgresql":
+    _database["CONN_MAX_AGE"] = 0
+    _database["OPTIONS"] = {
+        **_database.get("OPTIONS", {}),
+        "pool": {"min_size": 1, "max_size": SIFT_DATABASE_POOL_SIZE, "timeout": 10},
+    }
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -175,11 +178,14 @@ SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
 # caller and in all; the rest answer at once, so one caller never holds many threads.
 SIFT_BATCH_WAITS_PER_CALLER = env_int("SIFT_BATCH_WAITS_PER_CALLER", 2)
 SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
-# GET /v1/batch/{id}/events streams open at once per web process, per caller and in all; one more
+# GET /v1/batch/{id}/events streams open at once in the deployment, per caller and in all; one more
 # answers 429 busy. A quiet stream carries a comment this often (at most 15s, for proxies).
 SIFT_BATCH_STREAMS_PER_CALLER = env_int("SIFT_BATCH_STREAMS_PER_CALLER", 8, minimum=1)
 SIFT_BATCH_STREAMS_TOTAL = env_int("SIFT_BATCH_STREAMS_TOTAL", 256, minimum=1)
 SIFT_BATCH_STREAM_KEEPALIVE = min(max(env_duration("SIFT_BATCH_STREAM_KEEPALIVE", "15s"), 0.1), 15.0)
+# An open stream's row is renewed a third of this before it runs out; the streams of a web process
+# that died stop counting this long after its last renewal.
+SIFT_BATCH_STREAM_LEASE = max(env_duration("SIFT_BATCH_STREAM_LEASE", "30s"), 1.0)
 
 # --- sift: the MCP process (docs/mcp.md) -------------------------------------------------------
 

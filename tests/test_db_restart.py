@@ -87,7 +87,7 @@ def _db_ok(deployment: Deployment) -> bool:
 
 def test_a_database_restart_mid_batch_loses_nothing_and_stores_nothing_twice(server, deployment, tmp_path):
     key = _api_key(deployment)
-    deployment.start_web()
+    deployment.start_procfile_web()  # the web line as deployed: ASGI, its connection pool
     deployment.start_cluster()
     job_id = _submit(deployment, key, [f"https://upstream.test/{i}?sleep=0.3" for i in range(TARGETS)])
     wait_for(

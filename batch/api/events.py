@@ -1,7 +1,8 @@
 """``GET /v1/batch/{id}/events``: a job's results as Server-Sent Events (docs/api.md, "Events").
 
-An async view: it checks the key, the job and the caller's stream share, then hands the stream
-(``batch.streams``) to the server, which sends it from the event loop without holding a thread.
+An async view: it checks the key and the job, admits the stream within the deployment's stream
+bounds (``batch.stream_bounds``), then hands the stream (``batch.streams``) to the server, which
+sends it from the event loop without holding a thread.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Annotated
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Header, Query, Router
 
-from batch import jobs, streams
+from batch import jobs, stream_bounds, streams
 from batch.api.auth import BatchAuth, caller_of
 from batch.api.batches import JobId
 from batch.api.openapi import error_responses
@@ -75,8 +76,10 @@ async def batch_events(
     caller = caller_of(request)
     after = _resume_after(last_event_id)
     await streams.in_query_thread(jobs.get_job, caller, job_id)
-    _take_stream_share(caller)
-    events = streams.job_stream(caller, job_id, after=after, content=content)
+    stream_id = await streams.in_query_thread(stream_bounds.admit, caller, job_id)
+    if stream_id is None:
+        raise _busy()
+    events = streams.job_stream(caller, job_id, stream_id, after=after, content=content)
     response = StreamingHttpResponse(events, content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
@@ -94,12 +97,11 @@ def _resume_after(last_event_id: str | None) -> int:
     return int(value)
 
 
-def _take_stream_share(caller: ApiKey) -> None:
-    if not streams.STREAMS.take(caller.pk):
-        raise Refused(
-            Refusal.BUSY,
-            "too many event streams are open (yours, or in all)",
-            "Close a stream you no longer read, or try again after Retry-After seconds; "
-            "GET /v1/batch/{id}?wait= also waits for a job.",
-            retry_after=RetryAfter.JOBS,
-        )
+def _busy() -> Refused:
+    return Refused(
+        Refusal.BUSY,
+        "too many event streams are open (yours, or in all)",
+        "Close a stream you no longer read, or try again after Retry-After seconds; "
+        "GET /v1/batch/{id}?wait= also waits for a job.",
+        retry_after=RetryAfter.JOBS,
+    )
