@@ -1,13 +1,13 @@
 """``run_cluster``: run django-q2's ``qcluster`` so that it always stops and never outlives ``run_cluster``.
 
 qcluster runs in a child forked from run_cluster (so the two share the pages of the site they
-both loaded), in a session of its own: signals for our
-process group (Ctrl-C, honcho) never reach qcluster, whose own handler can hang (django-q2#346),
-and the session names every process of the cluster, even one whose parent has died. Each of them
-dies with its parent (``batch/stopping.py``), so the cluster ends with whichever of run_cluster,
-qcluster's main process and the sentinel ends first. To stop, run_cluster kills qcluster's main
-process; when the cluster ends by itself it exits 1, for a process manager to start it again.
-Either way it returns once the session is empty, so a new cluster never runs beside an old one.
+both loaded), in a session of its own: signals for our process group (Ctrl-C, honcho) never
+reach qcluster, whose own handler can hang (django-q2#346), and the session names every process
+of the cluster, even one whose parent has died. Each of them dies with its parent
+(``batch/stopping.py``), so the cluster ends with whichever of run_cluster, qcluster's main
+process and the sentinel ends first. To stop, run_cluster kills qcluster's main process; when
+the cluster ends by itself it exits 1, for a process manager to start it again. Either way it
+returns once the session is empty, so a new cluster never runs beside an old one.
 """
 
 from __future__ import annotations

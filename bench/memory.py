@@ -37,9 +37,11 @@ from bench.mcp_latency import answers, free_port
 
 BIN = Path(sys.executable).parent
 SETTLED_SECONDS = 5.0
-PAGE = b"<!doctype html><html><head><title>Tides</title></head><body><article><h1>Tides</h1>" + (
-    b"<p>Tides are the rise and fall of sea levels caused by the Moon and the Sun.</p>" * 30
-) + b"</article></body></html>"
+PAGE = (
+    b"<!doctype html><html><head><title>Tides</title></head><body><article><h1>Tides</h1>"
+    + (b"<p>Tides are the rise and fall of sea levels caused by the Moon and the Sun.</p>" * 30)
+    + b"</article></body></html>"
+)
 
 
 def _children() -> dict[int, list[int]]:
@@ -140,6 +142,9 @@ def honcho(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def fetch(port: int, key: str, url: str, render: bool) -> str:
+    """One ``POST /v1/fetch``; prints how long it took (the first fetch of a web worker starts
+    its sandbox child)."""
+    started = time.monotonic()
     connection = http.client.HTTPConnection(LOOPBACK, port, timeout=120)
     body = json.dumps({"url": url, "options": {"render": render}})
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
@@ -151,6 +156,7 @@ def fetch(port: int, key: str, url: str, render: bool) -> str:
         connection.close()
     if response.status != 200 or "Tides" not in answer.get("content", ""):
         raise RuntimeError(f"POST /v1/fetch (render {render}) answered {response.status}: {answer}")
+    print(f"POST /v1/fetch, render {str(render).lower()}: {time.monotonic() - started:.2f} s")
     return str(answer.get("rendered"))
 
 
@@ -174,7 +180,7 @@ def bench() -> None:
             from fetch import render
 
             key = migrate_and_key()
-            workers = int(settings.Q_CLUSTER["workers"])
+            workers = settings.SIFT_BATCH_WORKERS
             log = tmp / "honcho.log"
             with (
                 render_pages.serving({"/tides": ("text/html; charset=utf-8", PAGE)}) as page_port,
@@ -193,7 +199,7 @@ def bench() -> None:
                     after = measure(f"after one fetch and one render (rendered: {rendered})", process.pid)
                 finally:
                     render.stop_server()
-        print(f"\ntotal PSS: {before / 1e6:.0f} MB before any render, {after / 1e6:.0f} MB with the browser up")
+        print(f"\ntotal PSS: {before / 1e6:.0f} MB before any render, {after / 1e6:.0f} MB after")
         print(f"load: {Path('/proc/loadavg').read_text().split()[:3]}")
 
 
