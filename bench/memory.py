@@ -9,7 +9,9 @@ API key), then the Procfile started by honcho as ``make run`` starts it (every p
 has started or ended for a few seconds, the proportional set size (PSS, from
 ``/proc/<pid>/smaps_rollup``) of every process under honcho is listed and summed: pages shared
 between processes (a forked worker's copy of its parent, the interpreter's own files) are counted
-once in all. Then one fetch and one render of a page served on 127.0.0.1
+once in all (and with every other process on the machine that maps the same files: another
+Chromium running beside lowers ours, so the count of those is printed; USS, the pages no other
+process maps, is the floor). Then one fetch and one render of a page served on 127.0.0.1
 (``SIFT_FETCH_ALLOW_CIDRS=127.0.0.0/8``, as the other benchmarks do), the same listing again (the
 render process and its Chromium included), and everything is stopped: honcho with SIGINT, as
 Ctrl-C stops ``make run``, and the render process, which outlives its starter by design
@@ -69,12 +71,27 @@ def tree(root: int) -> list[int]:
     return order
 
 
-def pss(pid: int) -> int:
+def pss(pid: int) -> tuple[int, int]:
+    """The process's proportional set size and its unique set size (pages no other process maps)."""
     try:
         rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
     except OSError:
-        return 0
-    return next((int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+        return 0, 0
+    fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in rollup.splitlines()[1:]}
+    return fields.get("Pss", 0), fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+
+
+def others_chromium(ours: set[int]) -> int:
+    """Chromium processes on this machine outside the tree measured: they map the same files,
+    so the PSS of ours is lower while they run."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in ours:
+            try:
+                count += "chromium" in Path(f"/proc/{entry}/comm").read_text()
+            except OSError:
+                continue
+    return count
 
 
 def command(pid: int) -> str:
@@ -88,13 +105,17 @@ def command(pid: int) -> str:
 
 
 def measure(label: str, root: int) -> int:
-    """Print every process under ``root`` with its PSS; answer the sum."""
-    rows = [(pid, pss(pid), command(pid)) for pid in tree(root)]
-    total = sum(size for _, size, _ in rows)
-    print(f"\n{label}: {len(rows)} processes, {total / 1e6:.0f} MB PSS ({total / 2**20:.0f} MiB)")
-    print(f"{'pid':>8} {'PSS MB':>7}  command")
-    for pid, size, text in rows:
-        print(f"{pid:>8} {size / 1e6:>7.1f}  {text}")
+    """Print every process under ``root`` with its PSS and USS; answer the sum of PSS."""
+    rows = [(pid, *pss(pid), command(pid)) for pid in tree(root)]
+    total, unique = sum(row[1] for row in rows), sum(row[2] for row in rows)
+    print(
+        f"\n{label}: {len(rows)} processes, {total / 1e6:.0f} MB PSS ({total / 2**20:.0f} MiB),"
+        f" {unique / 1e6:.0f} MB USS; Chromium processes of others on the machine:"
+        f" {others_chromium({row[0] for row in rows})}"
+    )
+    print(f"{'pid':>8} {'PSS MB':>7} {'USS MB':>7}  command")
+    for pid, size, own, text in rows:
+        print(f"{pid:>8} {size / 1e6:>7.1f} {own / 1e6:>7.1f}  {text}")
     return total
 
 
