@@ -144,14 +144,15 @@ class Sandbox:
         """``run`` on up to ``max_children`` children at once, one reply each, in order.
 
         The first child is waited for as in ``run``; the others are children idle at this moment,
-        never started nor waited for, so a busy pool serves the request as ``run`` would. With
+        then new ones while the pool has room (their start is not charged to ``wall_seconds``),
+        never a busy one waited for, so a busy pool serves the request as ``run`` would. With
         more than one child, each request carries ``"part": [index, count]`` and the op shares
         the work out by it; each child keeps its own CPU and memory limits, and every reply is in
         by the same wall deadline. Raises as ``run`` does when any child fails.
         """
         cpu_seconds, wall_seconds = _clamped(cpu_seconds, wall_seconds)
         children = [self._acquire(time.monotonic() + wall_seconds)]
-        children += self._take_idle(max_children - 1)
+        children += self._take_more(max_children - 1)
         deadline = time.monotonic() + wall_seconds
         replies: list[tuple[dict[str, Any], bytes]] = []
         child = children[0]
@@ -195,6 +196,15 @@ class Sandbox:
             )
         return replies
 
+    def _take_more(self, most: int) -> list[Child]:
+        """Up to ``most`` more children: idle ones, then new ones while the pool has room (all
+        started at once), never waiting for a busy one."""
+        taken = self._take_idle(most)
+        with self._cond:
+            places = max(0, min(most - len(taken), self.size - self._live))
+            self._live += places
+        return taken + [child for child in self._start_children(places) if child is not None]
+
     def _take_idle(self, most: int) -> list[Child]:
         """Up to ``most`` idle children, without waiting for one or starting one."""
         taken: list[Child] = []
@@ -230,25 +240,41 @@ class Sandbox:
                         "Retry in a few seconds.",
                         retry_after=RetryAfter.PARSER,
                     )
-        child = self._start()
-        with self._cond:
-            self._children.add(child)
-        return child
+        return self._start()
 
     def _start(self) -> Child:
-        child: Child | None = None
-        try:
-            child = Child(self.memory_bytes)
-            child.wait_ready(time.monotonic() + SANDBOX_START_SECONDS)
-        except (OSError, ChildTimedOut, ChildEnded, ChildMisbehaved) as exc:
-            if child is not None:
-                child.stop()
-            self._release(None, reusable=False)
-            logger.error("cannot start a sandbox child: %r", exc)
+        """A new child in the place the caller has taken; ``internal`` if it cannot start."""
+        (child,) = self._start_children(1)
+        if child is None:
             raise FetchError(
                 Outcome.INTERNAL, "cannot start a document parser", "Retry later; this is a fault in sift."
-            ) from None
+            )
         return child
+
+    def _start_children(self, count: int) -> list[Child | None]:
+        """``count`` new children, started at once in places the caller has taken; None for each
+        that could not start (its place given back)."""
+        started: list[Child | None] = []
+        for _ in range(count):
+            try:
+                started.append(Child(self.memory_bytes))
+            except OSError as exc:
+                logger.error("cannot start a sandbox child: %r", exc)
+                started.append(None)
+        deadline = time.monotonic() + SANDBOX_START_SECONDS
+        for index, child in enumerate(started):
+            if child is not None:
+                try:
+                    child.wait_ready(deadline)
+                    with self._cond:
+                        self._children.add(child)
+                    continue
+                except (ChildTimedOut, ChildEnded, ChildMisbehaved) as exc:
+                    child.stop()
+                    logger.error("cannot start a sandbox child: %r", exc)
+            started[index] = None
+            self._release(None, reusable=False)
+        return started
 
     def _release(self, child: Child | None, reusable: bool) -> None:
         keep = child is not None and reusable and child.requests < SANDBOX_REQUESTS_PER_CHILD
