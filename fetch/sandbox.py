@@ -14,8 +14,8 @@ memory exit status, or death by any other signal: under ``RLIMIT_AS`` PDFium and
 allocation fails, and the kernel's OOM killer sends SIGKILL), ``internal`` for anything else.
 
 One ``Sandbox`` per process, shared by its threads. Its children start on demand, one for each
-request that finds none idle, up to ``SANDBOX_CHILDREN``; a process that never reads a document
-starts none (a new child is ready in about 0.2 s). A process forked from one that already had
+request that finds none idle, up to ``SANDBOX_CHILDREN``, except the one a web worker starts as
+it starts (``sift_site/gunicorn_hooks.py``), so that its first fetch does not wait for a child. A process forked from one that already had
 children (gunicorn with ``--preload``, django-q2 workers) starts with none of its own. One child
 and its pipes: ``sandbox_pipes.py``.
 """
@@ -294,10 +294,11 @@ class Sandbox:
         with self._cond:
             return sorted(child.proc.pid for child in self._children)
 
-    def warm_up(self) -> None:
-        """Start every child now rather than on first use (for a worker that has just started)."""
-        children = [self._acquire(time.monotonic() + 30) for _ in range(self.size)]
-        for child in children:
+    def warm_up(self, children: int | None = None) -> None:
+        """Start ``children`` children (all by default) now rather than on first use."""
+        count = min(children or self.size, self.size)
+        started = [self._acquire(time.monotonic() + 30) for _ in range(count)]
+        for child in started:
             self._release(child, reusable=True)
 
     def close(self) -> None:
@@ -328,9 +329,10 @@ def get_sandbox() -> Sandbox:
         return _instance
 
 
-def warm_up() -> None:
-    """Start this process's children now (e.g. from a worker's start-up hook), not on first use."""
-    get_sandbox().warm_up()
+def warm_up(children: int | None = None) -> None:
+    """Start ``children`` of this process's children (all by default) now, not on first use (from
+    a web worker's start-up hook: one)."""
+    get_sandbox().warm_up(children)
 
 
 def shutdown() -> None:

@@ -1,0 +1,29 @@
+"""gunicorn server hooks for the web process (the Procfile's ``web`` line loads this module with
+``--config python:sift_site.gunicorn_hooks``); its command-line options stay on that line.
+
+Each worker starts one sandbox child (the limited processes that parse HTML, PDF and JSON) as
+soon as it has been forked, in a background thread, so that the first fetch a worker serves
+does not wait a second or more for a child to import its parsers; the others start on demand.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def post_worker_init(worker: Any) -> None:
+    threading.Thread(target=_warm_up_sandbox, name="sandbox-warm-up", daemon=True).start()
+
+
+def _warm_up_sandbox() -> None:
+    from fetch import sandbox  # noqa: PLC0415 — in the worker, once Django is set up
+    from fetch.errors import FetchError  # noqa: PLC0415
+
+    try:
+        sandbox.warm_up(children=1)
+    except FetchError:
+        logger.exception("could not start a sandbox child ahead of use; it starts on first use")
