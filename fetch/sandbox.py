@@ -15,9 +15,9 @@ allocation fails, and the kernel's OOM killer sends SIGKILL), ``internal`` for a
 
 One ``Sandbox`` per process, shared by its threads. Its children start on demand, one for each
 request that finds none idle, up to ``SANDBOX_CHILDREN``, except the one a web worker starts as
-it starts (``sift_site/gunicorn_hooks.py``), so that its first fetch does not wait for a child. A process forked from one that already had
-children (gunicorn with ``--preload``, django-q2 workers) starts with none of its own. One child
-and its pipes: ``sandbox_pipes.py``.
+it starts (``sift_site/gunicorn_hooks.py``), so that its first fetch does not wait for a child.
+A process forked from one that already had children (gunicorn with ``--preload``, django-q2
+workers) starts with none of its own. One child and its pipes: ``sandbox_pipes.py``.
 """
 
 from __future__ import annotations
