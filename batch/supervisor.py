@@ -1,28 +1,32 @@
 """``run_cluster``: run django-q2's ``qcluster`` so that it always stops and never outlives ``run_cluster``.
 
-qcluster runs in a child (``run_cluster --child-of``) in a session of its own: signals for our
-process group (Ctrl-C, honcho) never reach qcluster, whose own handler can hang (django-q2#346),
-and the session names every process of the cluster, even one whose parent has died. Each of them
-dies with its parent (``batch/stopping.py``), so the cluster ends with whichever of run_cluster,
-qcluster's main process and the sentinel ends first. To stop, run_cluster kills qcluster's main
-process; when the cluster ends by itself it exits 1, for a process manager to start it again.
-Either way it returns once the session is empty, so a new cluster never runs beside an old one.
+qcluster runs in a child forked from run_cluster (so the two share the pages of the site they
+both loaded), in a session of its own: signals for our process group (Ctrl-C, honcho) never
+reach qcluster, whose own handler can hang (django-q2#346), and the session names every process
+of the cluster, even one whose parent has died. Each of them dies with its parent
+(``batch/stopping.py``), so the cluster ends with whichever of run_cluster, qcluster's main
+process and the sentinel ends first. To stop, run_cluster kills qcluster's main process; when
+the cluster ends by itself it exits 1, for a process manager to start it again. Either way it
+returns once the session is empty, so a new cluster never runs beside an old one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
+import multiprocessing
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from types import FrameType
 from typing import NamedTuple
 
-from django.conf import settings
+from django.core.management import call_command
+from django.db import connections
+
+from batch import stopping
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +46,16 @@ class Supervisor:
         """Run the cluster until a stop signal (answers 0) or until it ends by itself (1)."""
         for stop_signal in STOP_SIGNALS:
             signal.signal(stop_signal, self._request_stop)
-        manage = str(Path(settings.BASE_DIR) / "manage.py")
-        argv = [sys.executable, manage, "run_cluster", "--child-of", str(os.getpid())]
-        cluster = subprocess.Popen(argv, start_new_session=True)  # noqa: S603 - our own command
+        cluster = _fork_cluster()
+        assert cluster.pid is not None
         log.info("run_cluster %d: qcluster started as %d", os.getpid(), cluster.pid)
-        while cluster.poll() is None and not self.stop_requested:
+        while cluster.is_alive() and not self.stop_requested:
             time.sleep(POLL_SECONDS)
         why = signal.Signals(self.stop_requested).name if self.stop_requested else "qcluster exited"
         log.info("run_cluster: %s, ending the cluster", why)
         started = time.monotonic()
         _signal(cluster.pid, signal.SIGKILL)
-        cluster.wait()
+        cluster.join()
         # A dead session leader's id stays taken while its session has a process: no pid reuse.
         while left := session_processes(cluster.pid):
             if time.monotonic() - started > KILL_AFTER_SECONDS:
@@ -64,6 +67,26 @@ class Supervisor:
 
     def _request_stop(self, signum: int, frame: FrameType | None) -> None:
         self.stop_requested = self.stop_requested or signum
+
+
+def _fork_cluster() -> multiprocessing.process.BaseProcess:
+    """qcluster's main process, forked from this one (so that the two share the pages of the site
+    they both loaded, rather than each importing it), in a session of its own."""
+    connections.close_all()  # a connection is never shared across a fork
+    gc.freeze()  # the collector's passes would copy the pages both share (sift_site/asgi.py)
+    cluster = multiprocessing.get_context("fork").Process(
+        target=_run_qcluster, args=(os.getpid(),), name="qcluster"
+    )
+    cluster.start()
+    return cluster
+
+
+def _run_qcluster(supervisor: int) -> None:
+    os.setsid()
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, signal.SIG_DFL)
+    stopping.cluster_dies_with(supervisor)
+    call_command("qcluster")  # returns once the sentinel runs; the process waits for it at exit
 
 
 class ProcessEntry(NamedTuple):

@@ -133,8 +133,11 @@ def soak(count: int) -> None:
             if path == "crash":
                 for pid in render.running_pids():
                     for member in render._tree_pids(pid):
-                        if "chromium" in Path(f"/proc/{member}/comm").read_text():
-                            os.kill(member, signal.SIGKILL)
+                        try:  # a tab's process may end between the listing and here
+                            if "chromium" in Path(f"/proc/{member}/comm").read_text():
+                                os.kill(member, signal.SIGKILL)
+                        except (FileNotFoundError, ProcessLookupError):
+                            continue
                 path = pages[0]
             url = f"http://{harness.LOOPBACK}:{port}{path}?soak={number}"
             target = Target(url, TargetOptions(render=True))

@@ -13,8 +13,11 @@ wall deadline, SIGXCPU), ``memory_limit`` for one out of memory (a reported ``Me
 memory exit status, or death by any other signal: under ``RLIMIT_AS`` PDFium and jq abort when an
 allocation fails, and the kernel's OOM killer sends SIGKILL), ``internal`` for anything else.
 
-One ``Sandbox`` per process, shared by its threads; a process forked from one that already had
-children (gunicorn with ``--preload``, django-q2 workers) starts with none of its own.
+One ``Sandbox`` per process, shared by its threads. Its children start on demand, one for each
+request that finds none idle, up to ``SANDBOX_CHILDREN``, except the one a web worker starts as
+it starts (``sift_site/gunicorn_hooks.py``), so that its first fetch does not wait for a child.
+A process forked from one that already had children (gunicorn with ``--preload``, django-q2
+workers) starts with none of its own. One child and its pipes: ``sandbox_pipes.py``.
 """
 
 from __future__ import annotations
@@ -24,21 +27,15 @@ import contextvars
 import json
 import logging
 import os
-import select
-import signal
-import struct
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome, RetryAfter
-from fetch.sandbox_child import MEMORY_EXIT_STATUS
+from fetch.sandbox_pipes import Child, ChildEnded, ChildMisbehaved, ChildTimedOut, ending, outcome_hint
 
 logger = logging.getLogger(__name__)
 
@@ -56,11 +53,6 @@ SANDBOX_REQUESTS_PER_CHILD = 1000
 # A new child imports PDFium, jq and trafilatura before it serves anything; that wait, up to this
 # long, is not charged to the first request's wall budget.
 SANDBOX_START_SECONDS = 30.0
-MAX_REPLY_HEADER_BYTES = 64 << 10
-
-CHILD_SCRIPT = Path(__file__).with_name("sandbox_child.py")
-_LENGTH = struct.Struct(">I")
-
 
 # The least time a request to a child is given, even when the caller's finish line is past.
 MIN_WALL_SECONDS = 0.2
@@ -89,145 +81,6 @@ def _clamped(cpu_seconds: float, wall_seconds: float) -> tuple[float, float]:
     return min(cpu_seconds, wall), wall
 
 
-class _ChildTimedOut(Exception):
-    pass
-
-
-class _ChildEnded(Exception):
-    pass
-
-
-class _ChildMisbehaved(Exception):
-    pass
-
-
-class _Child:
-    """One warm child and its two pipes, used by one thread at a time."""
-
-    def __init__(self, memory_bytes: int) -> None:
-        # -I: no PYTHON* variables, no user site, no script folder on sys.path. env={}: nothing of
-        # this process's environment. close_fds: only the three standard descriptors survive.
-        self.proc = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
-            [sys.executable, "-I", str(CHILD_SCRIPT), str(memory_bytes)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={},
-            cwd="/",
-            close_fds=True,
-            start_new_session=True,
-        )
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self._in = self.proc.stdin.fileno()
-        self._out = self.proc.stdout.fileno()
-        os.set_blocking(self._in, False)
-        os.set_blocking(self._out, False)
-        self.requests = 0
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def wait_ready(self, deadline: float) -> None:
-        """Wait for the frame the child sends once its imports and limits are in place."""
-        self._read_frame(deadline, MAX_REPLY_HEADER_BYTES)
-
-    def send(self, header: bytes, payload: bytes, deadline: float) -> None:
-        self.requests += 1
-        for frame in (header, payload):
-            self._write(_LENGTH.pack(len(frame)), deadline)
-            self._write(frame, deadline)
-
-    def receive(self, deadline: float, max_reply: int) -> tuple[bytes, bytes]:
-        reply_header = self._read_frame(deadline, MAX_REPLY_HEADER_BYTES)
-        return reply_header, self._read_frame(deadline, max_reply)
-
-    def _wait(self, fd: int, event: int, deadline: float) -> None:
-        remaining = deadline - time.monotonic()
-        poller = select.poll()
-        poller.register(fd, event)
-        if remaining <= 0 or not poller.poll(remaining * 1000):
-            raise _ChildTimedOut
-
-    def _write(self, data: bytes, deadline: float) -> None:
-        view = memoryview(data)
-        while view:
-            self._wait(self._in, select.POLLOUT, deadline)
-            try:
-                written = os.write(self._in, view[: 1 << 20])
-            except BlockingIOError:
-                continue
-            except BrokenPipeError:
-                raise _ChildEnded from None
-            view = view[written:]
-
-    def _read_exact(self, size: int, deadline: float) -> bytes:
-        buffer = bytearray()
-        while len(buffer) < size:
-            self._wait(self._out, select.POLLIN, deadline)
-            try:
-                chunk = os.read(self._out, min(size - len(buffer), 1 << 20))
-            except BlockingIOError:
-                continue
-            if not chunk:
-                raise _ChildEnded
-            buffer += chunk
-        return bytes(buffer)
-
-    def _read_frame(self, deadline: float, limit: int) -> bytes:
-        (length,) = _LENGTH.unpack(self._read_exact(_LENGTH.size, deadline))
-        if length > limit:
-            raise _ChildMisbehaved(f"reply frame of {length} bytes over {limit}")
-        return self._read_exact(length, deadline)
-
-    def end_status(self) -> int | None:
-        """The child's exit status once it has ended on its own; None when it closed its pipe
-        but had not ended after a grace second (then it is killed)."""
-        try:
-            return self.proc.wait(timeout=1)
-        except subprocess.TimeoutExpired:
-            self.stop()
-            return None
-
-    def stop(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-    def forget(self) -> None:
-        """In a forked process: drop the pipes without touching the parent's child."""
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                stream.close()
-        self.proc.returncode = 0
-
-
-def _ending(status: int | None, cpu_seconds: float) -> tuple[Outcome, str]:
-    """The outcome of a child that ended mid-request with ``status``, and why, in words."""
-    if status == -signal.SIGXCPU:
-        return Outcome.FILTER_TIMEOUT, f"ran out of CPU time ({cpu_seconds:.0f} s)"
-    if status == MEMORY_EXIT_STATUS:
-        return Outcome.MEMORY_LIMIT, "ran out of memory"
-    if status is not None and status < 0:
-        # PDFium and jq abort (SIGABRT) when an allocation fails under RLIMIT_AS, a native
-        # parser may fault on one it did not check, and the kernel's OOM killer sends SIGKILL.
-        name = signal.Signals(-status).name if -status in signal.valid_signals() else str(-status)
-        return Outcome.MEMORY_LIMIT, f"ran out of memory (ended by {name})"
-    return Outcome.INTERNAL, "failed"
-
-
-def _hint(outcome: Outcome, time_hint: str, memory_hint: str | None) -> str:
-    if outcome is Outcome.FILTER_TIMEOUT:
-        return time_hint
-    if outcome is Outcome.MEMORY_LIMIT:
-        return memory_hint or Outcome.MEMORY_LIMIT.hint
-    return "Retry later; this is a fault in sift."
-
-
 class Sandbox:
     """A pool of up to ``children`` warm children, shared by the threads of one process."""
 
@@ -235,8 +88,8 @@ class Sandbox:
         self.size = children
         self.memory_bytes = memory_bytes
         self._cond = threading.Condition()
-        self._idle: list[_Child] = []
-        self._children: set[_Child] = set()
+        self._idle: list[Child] = []
+        self._children: set[Child] = set()
         self._live = 0
 
     def run(
@@ -291,14 +144,15 @@ class Sandbox:
         """``run`` on up to ``max_children`` children at once, one reply each, in order.
 
         The first child is waited for as in ``run``; the others are children idle at this moment,
-        never started nor waited for, so a busy pool serves the request as ``run`` would. With
+        then new ones while the pool has room (their start is not charged to ``wall_seconds``),
+        never a busy one waited for, so a busy pool serves the request as ``run`` would. With
         more than one child, each request carries ``"part": [index, count]`` and the op shares
         the work out by it; each child keeps its own CPU and memory limits, and every reply is in
         by the same wall deadline. Raises as ``run`` does when any child fails.
         """
         cpu_seconds, wall_seconds = _clamped(cpu_seconds, wall_seconds)
         children = [self._acquire(time.monotonic() + wall_seconds)]
-        children += self._take_idle(max_children - 1)
+        children += self._take_more(max_children - 1)
         deadline = time.monotonic() + wall_seconds
         replies: list[tuple[dict[str, Any], bytes]] = []
         child = children[0]
@@ -311,19 +165,20 @@ class Sandbox:
                 raw_header, data = child.receive(deadline, max_reply_bytes)
                 reply = json.loads(raw_header)
                 if not isinstance(reply, dict):
-                    raise _ChildMisbehaved("reply header is not an object")
+                    raise ChildMisbehaved("reply header is not an object")
                 replies.append((reply, data))
-        except _ChildTimedOut:
+        except ChildTimedOut:
             raise FetchError(
                 Outcome.FILTER_TIMEOUT, f"{subject} took longer than {wall_seconds:.1f} s", hint
             ) from None
-        except _ChildEnded:
+        except ChildEnded:
             status = child.end_status()
-            outcome, reason = _ending(status, cpu_seconds)
+            outcome, reason = ending(status, cpu_seconds)
             log = logger.error if outcome is Outcome.INTERNAL else logger.warning
             log("sandbox child for %s %s (exit status %s)", op, reason, status)
-            raise FetchError(outcome, f"{subject} {reason}", _hint(outcome, hint, memory_hint)) from None
-        except (_ChildMisbehaved, ValueError) as exc:
+            why = outcome_hint(outcome, hint, memory_hint)
+            raise FetchError(outcome, f"{subject} {reason}", why) from None
+        except (ChildMisbehaved, ValueError) as exc:
             logger.error("sandbox child for %s broke the protocol: %s", op, exc)
             raise FetchError(
                 Outcome.INTERNAL, f"{subject} failed", "Retry later; this is a fault in sift."
@@ -337,13 +192,22 @@ class Sandbox:
             raise FetchError(
                 Outcome.MEMORY_LIMIT,
                 f"{subject} ran out of memory",
-                _hint(Outcome.MEMORY_LIMIT, hint, memory_hint),
+                outcome_hint(Outcome.MEMORY_LIMIT, hint, memory_hint),
             )
         return replies
 
-    def _take_idle(self, most: int) -> list[_Child]:
+    def _take_more(self, most: int) -> list[Child]:
+        """Up to ``most`` more children: idle ones, then new ones while the pool has room (all
+        started at once), never waiting for a busy one."""
+        taken = self._take_idle(most)
+        with self._cond:
+            places = max(0, min(most - len(taken), self.size - self._live))
+            self._live += places
+        return taken + [child for child in self._start_children(places) if child is not None]
+
+    def _take_idle(self, most: int) -> list[Child]:
         """Up to ``most`` idle children, without waiting for one or starting one."""
-        taken: list[_Child] = []
+        taken: list[Child] = []
         with self._cond:
             while self._idle and len(taken) < most:
                 child = self._idle.pop()
@@ -355,7 +219,7 @@ class Sandbox:
                 child.stop()
         return taken
 
-    def _acquire(self, deadline: float) -> _Child:
+    def _acquire(self, deadline: float) -> Child:
         with self._cond:
             while True:
                 while self._idle:
@@ -376,27 +240,43 @@ class Sandbox:
                         "Retry in a few seconds.",
                         retry_after=RetryAfter.PARSER,
                     )
-        child = self._start()
-        with self._cond:
-            self._children.add(child)
-        return child
+        return self._start()
 
-    def _start(self) -> _Child:
-        child: _Child | None = None
-        try:
-            child = _Child(self.memory_bytes)
-            child.wait_ready(time.monotonic() + SANDBOX_START_SECONDS)
-        except (OSError, _ChildTimedOut, _ChildEnded, _ChildMisbehaved) as exc:
-            if child is not None:
-                child.stop()
-            self._release(None, reusable=False)
-            logger.error("cannot start a sandbox child: %r", exc)
+    def _start(self) -> Child:
+        """A new child in the place the caller has taken; ``internal`` if it cannot start."""
+        (child,) = self._start_children(1)
+        if child is None:
             raise FetchError(
                 Outcome.INTERNAL, "cannot start a document parser", "Retry later; this is a fault in sift."
-            ) from None
+            )
         return child
 
-    def _release(self, child: _Child | None, reusable: bool) -> None:
+    def _start_children(self, count: int) -> list[Child | None]:
+        """``count`` new children, started at once in places the caller has taken; None for each
+        that could not start (its place given back)."""
+        started: list[Child | None] = []
+        for _ in range(count):
+            try:
+                started.append(Child(self.memory_bytes))
+            except OSError as exc:
+                logger.error("cannot start a sandbox child: %r", exc)
+                started.append(None)
+        deadline = time.monotonic() + SANDBOX_START_SECONDS
+        for index, child in enumerate(started):
+            if child is not None:
+                try:
+                    child.wait_ready(deadline)
+                    with self._cond:
+                        self._children.add(child)
+                    continue
+                except (ChildTimedOut, ChildEnded, ChildMisbehaved) as exc:
+                    child.stop()
+                    logger.error("cannot start a sandbox child: %r", exc)
+            started[index] = None
+            self._release(None, reusable=False)
+        return started
+
+    def _release(self, child: Child | None, reusable: bool) -> None:
         keep = child is not None and reusable and child.requests < SANDBOX_REQUESTS_PER_CHILD
         with self._cond:
             if child is not None and keep:
@@ -414,10 +294,11 @@ class Sandbox:
         with self._cond:
             return sorted(child.proc.pid for child in self._children)
 
-    def warm_up(self) -> None:
-        """Start every child now rather than on first use (for a worker that has just started)."""
-        children = [self._acquire(time.monotonic() + 30) for _ in range(self.size)]
-        for child in children:
+    def warm_up(self, children: int | None = None) -> None:
+        """Start ``children`` children (all by default) now rather than on first use."""
+        count = min(children or self.size, self.size)
+        started = [self._acquire(time.monotonic() + 30) for _ in range(count)]
+        for child in started:
             self._release(child, reusable=True)
 
     def close(self) -> None:
@@ -448,9 +329,10 @@ def get_sandbox() -> Sandbox:
         return _instance
 
 
-def warm_up() -> None:
-    """Start this process's children now (e.g. from a worker's start-up hook), not on first use."""
-    get_sandbox().warm_up()
+def warm_up(children: int | None = None) -> None:
+    """Start ``children`` of this process's children (all by default) now, not on first use (from
+    a web worker's start-up hook: one)."""
+    get_sandbox().warm_up(children)
 
 
 def shutdown() -> None:

@@ -6,6 +6,7 @@ request thread; every other view is synchronous and runs in a thread of its own.
 
 from __future__ import annotations
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -16,3 +17,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 os.environ.setdefault("SIFT_DATABASE_POOL", "true")
 
 application = get_asgi_application()
+# gunicorn loads this module once and forks its workers from it (``--preload``): objects made so
+# far are left out of the garbage collector's passes, which would otherwise write to every page
+# holding them and so give each worker its own copy of pages it could share.
+gc.freeze()

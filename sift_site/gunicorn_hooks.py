@@ -1,9 +1,9 @@
 """gunicorn server hooks for the web process (the Procfile's ``web`` line loads this module with
 ``--config python:sift_site.gunicorn_hooks``); its command-line options stay on that line.
 
-Each worker starts its sandbox children (the limited processes that parse HTML, PDF and JSON)
-as soon as it has loaded the site, in a background thread, so that the first fetch a worker
-serves does not wait a second or more for a child to import its parsers.
+Each worker starts one sandbox child (the limited processes that parse HTML, PDF and JSON) as
+soon as it has been forked, in a background thread, so that the first fetch a worker serves
+does not wait a second or more for a child to import its parsers; the others start on demand.
 """
 
 from __future__ import annotations
@@ -24,6 +24,6 @@ def _warm_up_sandbox() -> None:
     from fetch.errors import FetchError  # noqa: PLC0415
 
     try:
-        sandbox.warm_up()
+        sandbox.warm_up(children=1)
     except FetchError:
-        logger.exception("could not start the sandbox children ahead of use; they start on first use")
+        logger.exception("could not start a sandbox child ahead of use; it starts on first use")

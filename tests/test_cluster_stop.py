@@ -67,7 +67,8 @@ def _stop_and_time(deployment: Deployment, how: str) -> float:
     began = time.monotonic()
     if to_whom == "every":
         for pid in tree:
-            os.kill(pid, sig)
+            with contextlib.suppress(ProcessLookupError):  # ended meanwhile, by an earlier signal
+                os.kill(pid, sig)
     else:
         (os.killpg if to_whom == "group" else os.kill)(process.pid, sig)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -113,15 +114,24 @@ def test_a_page_range_past_the_end_is_refused_the_same_when_shared(
     assert "has 40 pages" in caught.value.message
 
 
-def test_a_reading_never_waits_for_nor_starts_a_second_child() -> None:
+def test_a_reading_starts_the_children_the_pool_has_room_for_and_never_waits_for_a_busy_one() -> None:
     pool = Sandbox(children=2)
     try:
         replies = pool.run_shared(
             "pdf", {"ranges": None, "max_chars": 10_000_000}, words_pdf(40), max_children=2, **LIMITS
         )
+        assert [reply["pages"] for reply, _ in replies] == [list(range(1, 21)), list(range(21, 41))]
+        assert len(pool.pids()) == 2  # children start on demand: the second one for this reading
 
+        busy = pool._acquire(time.monotonic() + 5)  # one child serves another request meanwhile
+        try:
+            replies = pool.run_shared(
+                "pdf", {"ranges": None, "max_chars": 10_000_000}, words_pdf(40), max_children=2, **LIMITS
+            )
+        finally:
+            pool._release(busy, reusable=True)
         assert [reply["pages"] for reply, _ in replies] == [list(range(1, 41))]
-        assert len(pool.pids()) == 1
+        assert len(pool.pids()) == 2
     finally:
         pool.close()
 
@@ -145,7 +155,8 @@ def test_a_page_that_kills_its_child_fails_the_reading_and_only_that_child_is_re
         replies = pair.run_shared(
             "pdf", {"ranges": [[1, 2]], "max_chars": 1000}, bomb, max_children=2, **LIMITS
         )
-        assert [reply["pages"] for reply, _ in replies] == [[1, 2]]
+        # The lost child's place is filled again; two pages go to the first part alone.
+        assert [reply["pages"] for reply, _ in replies] == [[1, 2], []]
     finally:
         pair.close()
 

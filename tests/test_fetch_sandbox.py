@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from fetch import sandbox as sandbox_module
+from fetch import sandbox_pipes
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
 from fetch.sandbox import Sandbox, get_sandbox
@@ -229,7 +230,7 @@ def test_a_child_that_dies_before_it_is_ready_is_internal_and_frees_its_place(
     broken.write_text("raise SystemExit(2)\n")
     pool = Sandbox(children=1)
     try:
-        monkeypatch.setattr(sandbox_module, "CHILD_SCRIPT", broken)
+        monkeypatch.setattr(sandbox_pipes, "CHILD_SCRIPT", broken)
         with pytest.raises(FetchError) as caught:
             ping(pool)
         assert caught.value.outcome == "internal"
