@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -11,7 +14,7 @@ from django.db import OperationalError, connection
 
 from batch.api import batches
 
-from .deployment import Deployment
+from .deployment import ROOT, Deployment, test_database_url
 from .factories import MakeCaller
 
 on_postgres = pytest.mark.skipif(connection.vendor != "postgresql", reason="the pool is PostgreSQL's")
@@ -68,3 +71,28 @@ def test_a_database_that_refuses_is_server_busy_with_retry_after(agent, monkeypa
     assert body["code"] == "server_busy"
     assert response["Retry-After"] == str(body["retry_after"]) == "2"
     assert "too many clients" not in body["error"]
+
+
+@on_postgres
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_loading_the_web_application_opens_no_connection_for_the_forked_workers_to_share():
+    """gunicorn loads sift_site.asgi once (``--preload``) and forks its workers from it: a pool or
+    a connection opened by then would hand the same sockets to every worker."""
+    probe = (
+        "import sift_site.asgi\n"
+        "from django.db import connections\n"
+        "c = connections['default']\n"
+        "print(len(type(c)._connection_pools), c.connection is None)\n"
+    )
+    env = {**os.environ, "DATABASE_URL": test_database_url(), "SIFT_DATABASE_POOL": "true"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == ["0", "True"]
