@@ -14,7 +14,8 @@ from django.db import OperationalError, connection
 
 from batch.api import batches
 
-from .deployment import ROOT, Deployment, test_database_url
+from .deployment import ROOT, Deployment
+from .deployment import test_database_url as database_url
 from .factories import MakeCaller
 
 on_postgres = pytest.mark.skipif(connection.vendor != "postgresql", reason="the pool is PostgreSQL's")
@@ -85,7 +86,7 @@ def test_loading_the_web_application_opens_no_connection_for_the_forked_workers_
         "c = connections['default']\n"
         "print(len(type(c)._connection_pools), c.connection is None)\n"
     )
-    env = {**os.environ, "DATABASE_URL": test_database_url(), "SIFT_DATABASE_POOL": "true"}
+    env = {**os.environ, "DATABASE_URL": database_url(), "SIFT_DATABASE_POOL": "true"}
     done = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=ROOT,
