@@ -84,7 +84,7 @@ def _hidden_elements(tree: lxml.html.HtmlElement, *, rendered: bool) -> list[lxm
     hidden = [
         element
         for element in candidates
-        if not _opened_by_reader(element, controlled) and _is_hidden(element, rendered=rendered)
+        if not _opened_by_reader(element, controlled, rendered=rendered) and _is_hidden(element, rendered=rendered)
     ]
     headings = len(tree.xpath("//h1"))
     if headings:
@@ -99,20 +99,20 @@ def _controlled_ids(tree: lxml.html.HtmlElement) -> frozenset[str]:
     return frozenset(name for value in tree.xpath("//@aria-controls") for name in str(value).split())
 
 
-def _opened_by_reader(element: lxml.html.HtmlElement, controlled: frozenset[str]) -> bool:
-    """Hidden or not, a reader opens it with a click: a ``<details>``, a tab's panel, or the
-    panel a button names in ``aria-controls`` (an accordion's answer)."""
+def _opened_by_reader(element: lxml.html.HtmlElement, controlled: frozenset[str], *, rendered: bool) -> bool:
+    """Hidden or not, a reader opens it with a click: a ``<details>``, a tab's panel, the
+    panel a button names in ``aria-controls``, an accordion's panel."""
     return (
         element.tag == "details"
         or (element.get("role") or "").strip().lower() == "tabpanel"
         or (element.get("id") or "") in controlled
-        or _accordion_panel(element)
+        or _accordion_panel(element, rendered=rendered)
     )
 
 
-def _accordion_panel(element: lxml.html.HtmlElement) -> bool:
-    """The panel of an accordion's item: right after a visible head that is not a link (a
-    question, a "Description" button), in an item that is one of a run of siblings of the same
+def _accordion_panel(element: lxml.html.HtmlElement, *, rendered: bool) -> bool:
+    """The panel of an accordion's item: right after a visible head that is a control and no link
+    (a button, or an element saying it expands: "Description", a question), in an item that is one of a run of siblings of the same
     tag and first class. Hidden by ``aria-hidden`` alone it is not (that marks a decorative
     copy), nor inside a ``<nav>`` or ``<header>`` (a menu's drop-downs)."""
     if (element.get("aria-hidden") or "").strip().lower() == "true":
@@ -123,7 +123,7 @@ def _accordion_panel(element: lxml.html.HtmlElement) -> bool:
     item = element.getparent()
     if head is None or item is None or item.getparent() is None or not isinstance(head.tag, str):
         return False
-    if _is_hidden(head, rendered=False) or not head.text_content().strip() or head.tag == "a":
+    if _is_hidden(head, rendered=rendered) or not head.text_content().strip() or head.tag == "a":
         return False
     if head.xpath(".//a[@href]") or element.xpath("ancestor::nav or ancestor::header"):
         return False
