@@ -19,7 +19,9 @@ from bench.quality import PAGES, LabelledPage, benchmark_pages, mean, non_articl
 from fetch import html_text as html_module
 from fetch.extract import extract
 from fetch.html_text import (
+    REPEAT_MIN_CHARS,
     choose_reading,
+    drop_repeated_paragraphs,
     drop_title_lines,
     html_text,
     page_kind,
@@ -164,6 +166,21 @@ def test_every_post_of_a_thread_is_content_not_only_the_first() -> None:
         assert paragraph in content
     assert "Joined: Mar 2019" not in content  # the author boxes stay out: only the posts' bodies
     assert "Quote" not in content
+
+
+def test_a_thread_leaves_out_a_long_paragraph_met_again_a_reply_quoting_it() -> None:
+    post = "I tried feeding twice a day and the smell is gone. " * 5
+    question = "What made you start baking bread at home?"
+    content = f"{post}\n\n{question}\n\n> {post}\n\nAgreed, that works.\n\n{question}"
+    assert len(post) >= REPEAT_MIN_CHARS > len(question)
+    assert drop_repeated_paragraphs(content) == f"{post}\n\n{question}\n\n\nAgreed, that works.\n\n{question}"
+    thread = (
+        "<html><head><script type='application/ld+json'>{\"@type\": \"DiscussionForumPosting\"}</script>"
+        f"</head><body><article><p>{post}</p><p>Reply one, thanks.</p><blockquote><p>{post}</p></blockquote>"
+        "<p>Glad it helped, keep it warm.</p></article></body></html>"
+    )
+    text = html_text(thread, url="https://forum.example/t/1", markdown=False).content
+    assert text.count(post.strip()) == 1
 
 
 def test_comments_under_an_article_are_not_taken_for_its_posts() -> None:
