@@ -9,8 +9,8 @@ page is judged by the browser, which marks each element its computed style hides
 ``MARK`` (``hidden_marks.js``, run in the page before its DOM is read). What a reader opens with
 a click stays: ``<details>``, a tab's panel (``role="tabpanel"``), the panel a control names in
 ``aria-controls`` (an accordion's answer), the panel of an accordion's item (one of a run of
-items built alike, each a visible head that is not a link and the panel after it, hidden by
-``display:none`` or ``hidden``: a FAQ's answers, a product's description and specifications), and
+items built alike, each a visible head that is a control, a button, and the panel after it,
+hidden by ``display:none`` or ``hidden``: a product's description and specifications), and
 a block holding every ``<h1>`` of the page (the page's content, which a script shows once it has
 loaded); ``opacity:0`` alone does not hide (pages fade their text in). Comments never are page
 text: they go whatever is asked.
