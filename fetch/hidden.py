@@ -84,7 +84,8 @@ def _hidden_elements(tree: lxml.html.HtmlElement, *, rendered: bool) -> list[lxm
     hidden = [
         element
         for element in candidates
-        if not _opened_by_reader(element, controlled, rendered=rendered) and _is_hidden(element, rendered=rendered)
+        if _is_hidden(element, rendered=rendered)
+        and not _opened_by_reader(element, controlled, rendered=rendered)
     ]
     headings = len(tree.xpath("//h1"))
     if headings:
@@ -112,9 +113,9 @@ def _opened_by_reader(element: lxml.html.HtmlElement, controlled: frozenset[str]
 
 def _accordion_panel(element: lxml.html.HtmlElement, *, rendered: bool) -> bool:
     """The panel of an accordion's item: right after a visible head that is a control and no link
-    (a button, or an element saying it expands: "Description", a question), in an item that is one of a run of siblings of the same
-    tag and first class. Hidden by ``aria-hidden`` alone it is not (that marks a decorative
-    copy), nor inside a ``<nav>`` or ``<header>`` (a menu's drop-downs)."""
+    (a "Description" button, an element with ``aria-expanded``), in an item that is one of a run
+    of siblings of the same tag and first class. Hidden by ``aria-hidden`` alone it is not (that
+    marks a decorative copy), nor inside a ``<nav>`` or ``<header>`` (a menu's drop-downs)."""
     if (element.get("aria-hidden") or "").strip().lower() == "true":
         return False
     head = element.getprevious()

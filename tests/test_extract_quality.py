@@ -175,7 +175,7 @@ def test_a_thread_leaves_out_a_long_paragraph_met_again_a_reply_quoting_it() -> 
     assert len(post) >= REPEAT_MIN_CHARS > len(question)
     assert drop_repeated_paragraphs(content) == f"{post}\n\n{question}\n\n\nAgreed, that works.\n\n{question}"
     thread = (
-        "<html><head><script type='application/ld+json'>{\"@type\": \"DiscussionForumPosting\"}</script>"
+        '<html><head><script type=\'application/ld+json\'>{"@type": "DiscussionForumPosting"}</script>'
         f"</head><body><article><p>{post}</p><p>Reply one, thanks.</p><blockquote><p>{post}</p></blockquote>"
         "<p>Glad it helped, keep it warm.</p></article></body></html>"
     )
