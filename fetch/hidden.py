@@ -87,9 +87,10 @@ def _hidden_elements(tree: lxml.html.HtmlElement, *, rendered: bool) -> list[lxm
         if _is_hidden(element, rendered=rendered)
         and not _opened_by_reader(element, controlled, rendered=rendered)
     ]
-    headings = len(tree.xpath("//h1"))
+    headings = 0 if rendered else len(tree.xpath("//h1"))
     if headings:
-        # A hidden block holding every heading of the page is the page, shown by a script.
+        # A hidden block holding every heading of a page as served is the page, which a script
+        # shows once it has loaded (in the browser, the script has run: what it hides is hidden).
         hidden = [element for element in hidden if len(element.xpath(".//h1")) < headings]
     chosen = set(hidden)
     return [element for element in hidden if not any(up in chosen for up in element.iterancestors())]

@@ -214,6 +214,9 @@ def test_a_hidden_block_holding_every_h1_of_the_page_stays_one_beside_a_visible_
     )
     drop_hidden(shown, rendered=False)
     assert shown.xpath("string(//body)") == "HomeDeath wishDark roast."
+    rendered = _tree("<html><body><div data-sift-hidden><h1>Shown</h1>secret</div>visible</body></html>")
+    drop_hidden(rendered, rendered=True)
+    assert rendered.xpath("string(//body)") == "visible"
     beside = _tree("<html><body><h1>Title</h1><div hidden><h1>Other</h1>secret</div></body></html>")
     drop_hidden(beside, rendered=False)
     assert beside.xpath("string(//body)") == "Title"
