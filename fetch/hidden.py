@@ -8,8 +8,12 @@ an inline style that hides (``display:none``, ``visibility:hidden``/``collapse``
 page is judged by the browser, which marks each element its computed style hides with
 ``MARK`` (``hidden_marks.js``, run in the page before its DOM is read). What a reader opens with
 a click stays: ``<details>``, a tab's panel (``role="tabpanel"``), the panel a control names in
-``aria-controls`` (an accordion's answer); ``opacity:0`` alone does not hide (pages fade their
-text in). Comments never are page text: they go whatever is asked.
+``aria-controls`` (an accordion's answer), the panel of an accordion's item (one of a run of
+items built alike, each a visible head that is a control, a button, and the panel after it,
+hidden by ``display:none`` or ``hidden``: a product's description and specifications), and
+a block holding every ``<h1>`` of the page (the page's content, which a script shows once it has
+loaded); ``opacity:0`` alone does not hide (pages fade their text in). Comments never are page
+text: they go whatever is asked.
 
 The sandbox child imports this module with ``html_text``: standard library and lxml only.
 """
@@ -42,6 +46,12 @@ _EM_PX = 16
 _SERVED_CANDIDATES = "//*[@hidden or @aria-hidden or @style or self::template]"
 _RENDERED_CANDIDATES = f"//*[@{MARK} or self::template]"
 _SPACES = re.compile(r"\s+")
+# An accordion's items are at least this many siblings built alike (_accordion_panel).
+ACCORDION_ITEMS = 2
+# An accordion's head is a control a reader clicks: a button, or what says it opens something.
+_CONTROL = (
+    "descendant-or-self::*[self::button or @aria-expanded or translate(@role, 'BUTON', 'buton')='button']"
+)
 _STREAMED_SEGMENT = re.compile(r"(?:^|[^A-Za-z0-9])S:[0-9a-f]+$")
 # Text inside these is never reader text, hidden or not: it is not counted as hidden text.
 _NOT_TEXT = ("script", "style", "noscript")
@@ -74,8 +84,14 @@ def _hidden_elements(tree: lxml.html.HtmlElement, *, rendered: bool) -> list[lxm
     hidden = [
         element
         for element in candidates
-        if not _opened_by_reader(element, controlled) and _is_hidden(element, rendered=rendered)
+        if _is_hidden(element, rendered=rendered)
+        and not _opened_by_reader(element, controlled, rendered=rendered)
     ]
+    headings = 0 if rendered else len(tree.xpath("//h1"))
+    if headings:
+        # A hidden block holding every heading of a page as served is the page, which a script
+        # shows once it has loaded (in the browser, the script has run: what it hides is hidden).
+        hidden = [element for element in hidden if len(element.xpath(".//h1")) < headings]
     chosen = set(hidden)
     return [element for element in hidden if not any(up in chosen for up in element.iterancestors())]
 
@@ -85,14 +101,43 @@ def _controlled_ids(tree: lxml.html.HtmlElement) -> frozenset[str]:
     return frozenset(name for value in tree.xpath("//@aria-controls") for name in str(value).split())
 
 
-def _opened_by_reader(element: lxml.html.HtmlElement, controlled: frozenset[str]) -> bool:
-    """Hidden or not, a reader opens it with a click: a ``<details>``, a tab's panel, or the
-    panel a button names in ``aria-controls`` (an accordion's answer)."""
+def _opened_by_reader(element: lxml.html.HtmlElement, controlled: frozenset[str], *, rendered: bool) -> bool:
+    """Hidden or not, a reader opens it with a click: a ``<details>``, a tab's panel, the
+    panel a button names in ``aria-controls``, an accordion's panel."""
     return (
         element.tag == "details"
         or (element.get("role") or "").strip().lower() == "tabpanel"
         or (element.get("id") or "") in controlled
+        or _accordion_panel(element, rendered=rendered)
     )
+
+
+def _accordion_panel(element: lxml.html.HtmlElement, *, rendered: bool) -> bool:
+    """The panel of an accordion's item: right after a visible head that is a control and no link
+    (a "Description" button, an element with ``aria-expanded``), in an item that is one of a run
+    of siblings of the same tag and first class. Hidden by ``aria-hidden`` alone it is not (that
+    marks a decorative copy), nor inside a ``<nav>`` or ``<header>`` (a menu's drop-downs)."""
+    if (element.get("aria-hidden") or "").strip().lower() == "true":
+        return False
+    head = element.getprevious()
+    while head is not None and head.tag in _NOT_TEXT:
+        head = head.getprevious()
+    item = element.getparent()
+    if head is None or item is None or item.getparent() is None or not isinstance(head.tag, str):
+        return False
+    if _is_hidden(head, rendered=rendered) or not head.text_content().strip() or head.tag == "a":
+        return False
+    if head.xpath(".//a[@href]") or element.xpath("ancestor::nav or ancestor::header"):
+        return False
+    if not head.xpath(_CONTROL):
+        return False
+    kind = _kind(item)
+    return bool(kind[1]) and sum(1 for peer in item.getparent() if _kind(peer) == kind) >= ACCORDION_ITEMS
+
+
+def _kind(element: lxml.html.HtmlElement) -> tuple[object, str]:
+    classes = (element.get("class") or "").split() if isinstance(element.tag, str) else []
+    return element.tag, classes[0] if classes else ""
 
 
 def _is_hidden(element: lxml.html.HtmlElement, *, rendered: bool) -> bool:

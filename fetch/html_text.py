@@ -9,10 +9,11 @@ reading with its fallback extractors, a forum's comments (its replies) included.
 kind, and an article by ``og:type`` alone whose reading dropped most of it, is read from the one
 main element it marks, when it has one (fetch/page_kinds.py). On an article
 or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
-body is the content. When trafilatura finds nothing, or only a scrap of a page that holds much
-more text (an index, a form, an app shell), the whole page is flattened instead, so the agent
-still gets the text it asked for. Text mode leaves the page's title to the metadata
-(docs/fetch-content.md).
+body is the content; on a thread or a product page, a long paragraph met again (a reply quoting
+an earlier post, a description shown twice) is left out. When trafilatura finds nothing, or only
+a scrap of a page that holds much more text (an index, a form, an app shell), the whole page is
+flattened instead, so the agent still gets the text it asked for. Text mode leaves the page's
+title to the metadata (docs/fetch-content.md).
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
 hostile page costs a limited child its memory and CPU, not a web or worker process. The child
@@ -53,6 +54,10 @@ TITLE_PART_MIN_CHARS = 12
 # instead, at a fraction of the cost; the "main content" of such a page (a specification, a log, a
 # single-page manual) is rarely a small part of it anyway.
 MAIN_CONTENT_MAX_ELEMENTS = 50_000
+# On a thread or a product page, a paragraph this long met again is a repeat (a quote of an
+# earlier post, a description shown twice); a shorter one, such as a question put to each guest
+# of an interview, can be content.
+REPEAT_MIN_CHARS = 200
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
 _SPACES = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")
@@ -127,7 +132,25 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
         content = "\n\n".join(whole_page_text(item, markdown=markdown, images=images) for item in peers)
     if not markdown:
         content = drop_title_lines(content, page_titles(tree))
+    if kind in ("forum", "product"):
+        content = drop_repeated_paragraphs(content)
     return content
+
+
+def drop_repeated_paragraphs(content: str) -> str:
+    """``content`` without the paragraphs of at least ``REPEAT_MIN_CHARS`` that it already holds:
+    on a thread, a reply quoting an earlier post repeats it; on a product page, a description
+    shown twice (a summary and a tab, a copy for small screens). Markdown's ``>`` marks aside."""
+    seen: set[str] = set()
+    kept = []
+    for line in content.split("\n"):
+        key = _SPACES.sub(" ", line).strip().lstrip("> ")
+        if len(key) >= REPEAT_MIN_CHARS:
+            if key in seen:
+                continue
+            seen.add(key)
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def page_kind(tree: lxml.html.HtmlElement) -> str:

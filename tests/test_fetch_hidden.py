@@ -182,3 +182,41 @@ def test_a_segment_react_streams_hidden_and_text_found_in_page_stay() -> None:
     )
     assert drop_hidden(tree, rendered=False) == len("secret")
     assert tree.xpath("string(//body)") == "Streamed storyFound by search"
+
+
+def test_an_accordions_panels_after_their_buttons_stay_but_not_a_menus_or_a_comments() -> None:
+    item = (
+        "<div class='acc-item'><button aria-expanded='false'>{head}</button>"
+        "<div class='panel' style='display:none'>{body}</div></div>"
+    )
+    tree = _tree(
+        "<html><body><header><div class='menu'><button aria-expanded='false'>Shop</button>"
+        "<div style='display:none'>secret menu</div></div><div class='menu'><button>More</button>"
+        "<div hidden>secret more</div></div></header>"
+        + item.format(head="Description", body="Made of oak.")
+        + item.format(head="Dimensions", body="Height 40 cm.")
+        + "<div class='acc-item'><button>Icon</button><div aria-hidden='true'>secret copy</div></div>"
+        "<ul><li class='comment'><p>Nice post</p><p style='display:none'>secret one</p></li>"
+        "<li class='comment'><p>Agreed</p><p hidden>secret two</p></li></ul>"
+        "<div class='acc-item'><a href='/x'>Link</a><div hidden>secret link</div></div></body></html>"
+    )
+    drop_hidden(tree, rendered=False)
+    text = tree.xpath("string(//body)")
+    assert "Made of oak." in text
+    assert "Height 40 cm." in text
+    assert "secret" not in text
+
+
+def test_a_hidden_block_holding_every_h1_of_the_page_stays_one_beside_a_visible_h1_goes() -> None:
+    shown = _tree(
+        "<html><body><nav>Home</nav><div class='lockdown' style='display:none'><h1>Death wish</h1>"
+        "<p>Dark roast.</p><p hidden>secret inside</p></div></body></html>"
+    )
+    drop_hidden(shown, rendered=False)
+    assert shown.xpath("string(//body)") == "HomeDeath wishDark roast."
+    rendered = _tree("<html><body><div data-sift-hidden><h1>Shown</h1>secret</div>visible</body></html>")
+    drop_hidden(rendered, rendered=True)
+    assert rendered.xpath("string(//body)") == "visible"
+    beside = _tree("<html><body><h1>Title</h1><div hidden><h1>Other</h1>secret</div></body></html>")
+    drop_hidden(beside, rendered=False)
+    assert beside.xpath("string(//body)") == "Title"
