@@ -36,6 +36,7 @@ from pathlib import Path
 from bench import harness, render_pages
 from bench.harness import LOOPBACK, REPO
 from bench.mcp_latency import answers, free_port
+from fetch import proctree
 
 BIN = Path(sys.executable).parent
 SETTLED_SECONDS = 5.0
@@ -48,15 +49,8 @@ PAGE = (
 
 def _children() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses; the fields after its last ")" do not.
-        children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    for pid, parent in proctree.parents().items():
+        children.setdefault(parent, []).append(pid)
     return children
 
 

@@ -15,9 +15,9 @@ def alive(pid: int) -> bool:
         return False
 
 
-def tree_pids(root: int) -> set[int]:
-    """``root`` and its descendants. Not its session: Playwright starts Chromium in one of its own."""
-    parents: dict[int, int] = {}
+def parents() -> dict[int, int]:
+    """Every running process's parent, by pid."""
+    found: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -26,9 +26,15 @@ def tree_pids(root: int) -> set[int]:
         except OSError:
             continue
         # The command name may hold spaces and parentheses; the fields after its last ")" do not.
-        parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+        found[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return found
+
+
+def tree_pids(root: int) -> set[int]:
+    """``root`` and its descendants. Not its session: Playwright starts Chromium in one of its own."""
+    parent_of = parents()
     tree = {root}
-    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
+    while grown := {pid for pid, parent in parent_of.items() if parent in tree} - tree:
         tree |= grown
     return tree
 
