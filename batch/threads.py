@@ -1,16 +1,16 @@
 """Request threads of this process, lent out per caller (``docs/decisions.md``, "Bounded waits").
 
-gunicorn's gthread worker has a fixed number of threads and queues every connection it accepts
-behind them. A request that may hold its thread for long (a ``?wait=`` on a job, a fetch waiting
-for the gate and then for a slow site) takes a share first: at most so many per caller, and for
-some kinds so many in all, so that one caller can never fill every thread and stall ``/healthz``
-and everyone else. What a request does when it gets no share is its own business: a wait answers
-at once, a fetch is refused busy, a submit's callback check is refused ``caller_busy``. A share is
-usually given back when its request answers; a callback check's, when its lookup ends
-(``batch/api/callbacks.py``).
+Under ASGI every synchronous request runs in a thread of its own and, on PostgreSQL, holds a
+connection of the process's pool until it answers. A request that may hold them for long (a
+``?wait=`` on a job, a fetch waiting for the gate and then for a slow site) takes a share first:
+at most so many per caller, and for some kinds so many in all, so that one caller can never take
+every connection and stall ``/healthz`` and everyone else. What a request does when it gets no
+share is its own business: a wait answers at once, a fetch is refused busy, a submit's callback
+check is refused ``caller_busy``. A share is usually given back when its request answers; a
+callback check's, when its lookup ends (``batch/api/callbacks.py``).
 
-The shares are per process on purpose: what they protect (a process's threads) is per process
-too, so they need no database and cost nothing when the process dies.
+The shares are per process on purpose: what they protect (a process's threads and connections)
+is per process too, so they need no database and cost nothing when the process dies.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
 # (conn_max_age) would be opened anew for every request and left behind. The pool keeps a few per
 # process, hands them from request to request and checks each as it hands it out (docs/decisions.md).
 SIFT_DATABASE_POOL = env_bool("SIFT_DATABASE_POOL", False)
-SIFT_DATABASE_POOL_SIZE = env_int("SIFT_DATABASE_POOL_SIZE", 8, minimum=1)
+SIFT_DATABASE_POOL_SIZE = env_int("SIFT_DATABASE_POOL_SIZE", 16, minimum=1)
 if SIFT_DATABASE_POOL and _database["ENGINE"] == "django.db.backends.postgresql":
     _database["CONN_MAX_AGE"] = 0
     _database["OPTIONS"] = {

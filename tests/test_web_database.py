@@ -55,7 +55,7 @@ def test_the_web_process_reuses_its_connections_across_requests(web, make_caller
         statuses = list(pool.map(lambda _: web.request("/v1/batch", key)[0], range(120)))
     statuses += [web.request("/healthz")[0] for _ in range(40)]
     assert set(statuses) == {200}
-    # Two workers, at most SIFT_DATABASE_POOL_SIZE (8) connections each, however many requests.
+    # Eight requests at a time: at most eight connections, however many requests (a pool of 16 a worker).
     assert sessions_opened() - before <= 16
 
 
