@@ -213,10 +213,12 @@ def _whole_page_instead(
     return whole if len(whole) > SHORT_RATIO * len(content) else None
 
 
-def _balanced_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool) -> str | None:
+def _balanced_instead(
+    tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool
+) -> str | None:
     """trafilatura's balanced reading of an article by ``og:type`` alone, when it holds at least
-    ``BALANCED_MORE`` times the fast reading ``content`` and what it adds lies mostly in the block
-    holding ``content`` (``fetch.page_kinds.grows_inside``): the fast reading cut the text."""
+    ``BALANCED_MORE`` times the fast reading ``content`` and what it adds lies mostly in the
+    block holding ``content`` (``fetch.page_kinds.grows_inside``): the fast reading cut the text."""
     balanced = _trafilatura_page(tree, markdown=markdown, kind="page", images=images)
     if len(balanced) < BALANCED_MORE * len(content) or not grows_inside(tree, content, balanced):
         return None

@@ -12,6 +12,10 @@ prefers it to trafilatura's reading when it holds at least ``MAIN_KEEPS`` of tha
 text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
 (``fetch.hidden``).
 
+On a page that calls itself an article by ``og:type`` alone, ``grows_inside`` says whether a
+longer reading adds text of the same block as the article reading (that reading cut its own
+text) or text from elsewhere on the page (``html_text``).
+
 The sandbox child runs it: it imports nothing but the standard library and lxml.
 """
 

@@ -394,7 +394,8 @@ def sectioned_page() -> lxml.html.HtmlElement:
 def test_a_longer_reading_is_the_same_text_only_when_what_it_adds_lies_in_the_block_of_the_first() -> None:
     tree = sectioned_page()
     fast = "Data platforms\nIntro to the service.\nSection 0\nWhat the service does in part 0."
-    more_of_it = fast + "\n" + "\n".join(f"Section {n}\nWhat the service does in part {n}." for n in (1, 2, 3))
+    rest = (f"Section {n}\nWhat the service does in part {n}." for n in (1, 2, 3))
+    more_of_it = fast + "\n" + "\n".join(rest)
     other_parts = fast + "\n" + "\n".join(f"Related story {n}" for n in range(4))
 
     assert grows_inside(tree, fast, more_of_it)
