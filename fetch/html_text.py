@@ -34,7 +34,7 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from fetch.page_kinds import MAIN_KEEPS, MAIN_KEEPS_ARTICLE, main_element
+from fetch.page_kinds import BALANCED_MORE, MAIN_KEEPS, MAIN_KEEPS_ARTICLE, grows_inside, main_element
 from fetch.page_text import whole_page_text
 from fetch.peers import peer_items
 
@@ -125,7 +125,10 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
     whole = _whole_page_instead(tree, content, markdown=markdown, images=images)
     if whole:
         return whole
-    if kind == "page" or (kind == "article" and not _schema_types(tree) & _ARTICLE_TYPES):
+    og_only = kind == "article" and not _schema_types(tree) & _ARTICLE_TYPES
+    if og_only:
+        content = _balanced_instead(tree, content, markdown=markdown, images=images) or content
+    if kind == "page" or og_only:
         content = _main_element_instead(tree, content, markdown=markdown, images=images, kind=kind) or content
     peers = peer_items(tree, content) if kind in ("article", "forum") else None
     if peers:
@@ -208,6 +211,18 @@ def _whole_page_instead(
     # A short extract from a page with much more text is a guess gone wrong (a cookie
     # banner, a caption): the whole page serves the agent better.
     return whole if len(whole) > SHORT_RATIO * len(content) else None
+
+
+def _balanced_instead(
+    tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool
+) -> str | None:
+    """trafilatura's balanced reading of an article by ``og:type`` alone, when it holds at least
+    ``BALANCED_MORE`` times the fast reading ``content`` and what it adds lies mostly in the
+    block holding ``content`` (``fetch.page_kinds.grows_inside``): the fast reading cut the text."""
+    balanced = _trafilatura_page(tree, markdown=markdown, kind="page", images=images)
+    if len(balanced) < BALANCED_MORE * len(content) or not grows_inside(tree, content, balanced):
+        return None
+    return balanced
 
 
 def _main_element_instead(

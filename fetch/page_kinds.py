@@ -12,6 +12,10 @@ prefers it to trafilatura's reading when it holds at least ``MAIN_KEEPS`` of tha
 text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
 (``fetch.hidden``).
 
+On a page that calls itself an article by ``og:type`` alone, ``grows_inside`` says whether a
+longer reading adds text of the same block as the article reading (that reading cut its own
+text) or text from elsewhere on the page (``html_text``).
+
 The sandbox child runs it: it imports nothing but the standard library and lxml.
 """
 
@@ -63,3 +67,59 @@ def _drop(element: lxml.html.HtmlElement) -> None:
     # kept by lxml's drop_tree.
     if element.getparent() is not None:
         element.drop_tree()
+
+
+# An article by og:type alone is read by the fast, article-tuned readings; trafilatura's balanced
+# reading (with its fallbacks) replaces them when it holds at least this many times their text...
+BALANCED_MORE = 1.25
+# ...and at least this share of the text it adds lies inside the block that holds the fast
+# reading: the fast reading cut into its own text (a service page's sections), rather than the
+# balanced reading adding other parts of the page (related items, a listing's teasers).
+BALANCED_INSIDE = 0.5
+# Elements holding a page's frame: a block holding one of them is the page, not one text in it.
+_FRAME = ".//header | .//footer | .//main | .//*[@role='main']"
+_OWN_TEXT = "//body//*[text()[normalize-space()]]"
+_SPACES = re.compile(r"\s+")
+
+
+def grows_inside(tree: lxml.html.HtmlElement, reading: str, longer: str) -> bool:
+    """Whether ``longer`` adds to ``reading`` mostly text of the same block: the lines it adds lie,
+    for at least ``BALANCED_INSIDE`` of their characters, inside the nearest element holding every
+    line of ``reading`` found in the page, an element that is not the page's frame (the body, or
+    a block holding its header, footer or main element)."""
+    blocks = _blocks_by_text(tree)
+    have = {_line(text) for text in reading.split("\n")}
+    holder = _common_ancestor([blocks[text] for text in have if text in blocks])
+    if holder is None or holder.tag in ("html", "body") or holder.xpath(_FRAME):
+        return False
+    added = [text for text in map(_line, longer.split("\n")) if text and text not in have]
+    inside = sum(len(text) for text in added if text in blocks and _within(blocks[text], holder))
+    return inside >= BALANCED_INSIDE * max(1, sum(map(len, added)))
+
+
+def _line(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()
+
+
+def _blocks_by_text(tree: lxml.html.HtmlElement) -> dict[str, lxml.html.HtmlElement]:
+    """Each element with text of its own, by its whole text (the first one met of a text)."""
+    found: dict[str, lxml.html.HtmlElement] = {}
+    for element in tree.xpath(_OWN_TEXT):
+        found.setdefault(_line(element.text_content()), element)
+    return found
+
+
+def _common_ancestor(elements: list[lxml.html.HtmlElement]) -> lxml.html.HtmlElement | None:
+    if not elements:
+        return None
+    chains = [[element, *element.iterancestors()][::-1] for element in elements]
+    common = None
+    for level in zip(*chains, strict=False):
+        if any(element is not level[0] for element in level):
+            break
+        common = level[0]
+    return common
+
+
+def _within(element: lxml.html.HtmlElement, holder: lxml.html.HtmlElement) -> bool:
+    return element is holder or any(up is holder for up in element.iterancestors())

@@ -28,7 +28,7 @@ from fetch.html_text import (
     page_titles,
     peer_items,
 )
-from fetch.page_kinds import main_element
+from fetch.page_kinds import grows_inside, main_element
 from fetch.reading import read_page
 from fetch.targets import TargetOptions
 
@@ -378,6 +378,30 @@ def test_an_article_by_og_type_alone_is_read_from_its_main_element_when_it_holds
     assert "Privacy" not in og_only
     assert "Course 19" not in named  # a named article keeps the article path's reading
     assert "exhibition of its students' work" in named
+
+
+def sectioned_page() -> lxml.html.HtmlElement:
+    """A service page: its sections in one block, related teasers beside it, in a page frame."""
+    sections = "".join(f"<h2>Section {n}</h2><p>What the service does in part {n}.</p>" for n in range(4))
+    teasers = "".join(f"<p>Related story {n}</p>" for n in range(4))
+    return lxml.html.document_fromstring(
+        "<html><body><header><a href='/'>Home</a></header><div><div class='body'>"
+        f"<h1>Data platforms</h1><p>Intro to the service.</p>{sections}</div>"
+        f"<div class='related'>{teasers}</div></div><footer>Privacy</footer></body></html>"
+    )
+
+
+def test_a_longer_reading_is_the_same_text_only_when_what_it_adds_lies_in_the_block_of_the_first() -> None:
+    tree = sectioned_page()
+    fast = "Data platforms\nIntro to the service.\nSection 0\nWhat the service does in part 0."
+    rest = (f"Section {n}\nWhat the service does in part {n}." for n in (1, 2, 3))
+    more_of_it = fast + "\n" + "\n".join(rest)
+    other_parts = fast + "\n" + "\n".join(f"Related story {n}" for n in range(4))
+
+    assert grows_inside(tree, fast, more_of_it)
+    assert not grows_inside(tree, fast, other_parts)
+    # A reading spread over the whole frame (the header's link and the body) has no block of its own.
+    assert not grows_inside(tree, "Home\n" + fast, more_of_it)
 
 
 def _text_of(name: str) -> str:
