@@ -52,10 +52,14 @@ check: $(VENV)/.installed $(SECRET_KEY_FILE)
 clean:
 	rm -rf $(VENV) var staticfiles db.sqlite3*
 
-# Debian's Chromium for render: true (Playwright cannot download its own browser here). Installed
-# when missing and we are root; otherwise rendering answers 415 and everything else works.
+# Debian's headless shell for render: true (chromium-headless-shell: Chromium's headless-only
+# build, leaner than the full browser; Playwright cannot download its own browser here). Installed
+# when missing and we are root; failing that Debian's full chromium renders if it is installed,
+# otherwise rendering answers 415 and everything else works.
+HEADLESS_SHELL := /usr/lib/chromium/chromium-headless-shell
 chromium:
-	@[ -x /usr/bin/chromium ] || { [ "$$(id -u)" = 0 ] && \
-		apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1 && \
-		echo "installed Debian's chromium for render: true"; } || \
-		echo "no Chromium at /usr/bin/chromium: render: true answers 415 (apt-get install chromium enables it)"
+	@[ -x $(HEADLESS_SHELL) ] || { [ "$$(id -u)" = 0 ] && \
+		apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium-headless-shell >/dev/null 2>&1 && \
+		echo "installed Debian's chromium-headless-shell for render: true"; } || \
+		{ [ -x /usr/bin/chromium ] && echo "render: true uses /usr/bin/chromium (no chromium-headless-shell)"; } || \
+		echo "no Chromium: render: true answers 415 (apt-get install chromium-headless-shell enables it)"

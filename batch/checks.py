@@ -212,7 +212,8 @@ def metrics_need_a_token(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
 
 @register(Tags.security)
 def render_network_mode(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Where rendering's browser runs: its own network namespace, or the fail-closed proxy alone."""
+    """Which browser renders, and where it runs: its own network namespace, or the fail-closed
+    proxy alone."""
     if not render.available():
         return []
     if render.network_mode() == "namespace":
@@ -221,4 +222,5 @@ def render_network_mode(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     else:
         what = "with the fail-closed proxy only (no network namespace here)"
         hint = "Set SIFT_RENDER_NAMESPACE=true on a platform that allows unprivileged user namespaces."
-    return [Info(f"rendering's browser runs {what}", hint=hint, id="sift.I001")]
+    browser = settings.SIFT_RENDER_CHROMIUM
+    return [Info(f"rendering's browser ({browser}) runs {what}", hint=hint, id="sift.I001")]

@@ -2,7 +2,7 @@
 with ``crawl4ai`` installed, never the project's), not imported by sift.
 
 One crawler, reused for every page, with Crawl4AI's shipped defaults (``domcontentloaded``, then
-100 ms before the HTML is read; its cache bypassed), on the same Debian Chromium: Crawl4AI 0.9.5's
+100 ms before the HTML is read; its cache bypassed), on the same Chromium as sift: Crawl4AI 0.9.5's
 ``BrowserConfig`` has no executable path for the browser it launches, so the launch arguments it
 builds get one here. Protocol: a line ``{"ready": seconds}`` once the browser is up; then, for each
 line ``{"url", "marker"}`` read on stdin, ``{"seconds", "right"}`` (the marker in the HTML it read).
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from crawl4ai import AsyncWebCrawler, BrowserConfig, CacheMode, CrawlerRunConfig
 from crawl4ai.browser_manager import BrowserManager
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("SIFT_RENDER_CHROMIUM", "/usr/bin/chromium")  # bench/render.py passes sift's
 _build = BrowserManager._build_browser_args
 
 

@@ -1,6 +1,6 @@
 """Benchmark: the memory of the deployment ``make run`` starts, before any render and with the browser up.
 
-    nice -n 5 .venv/bin/python -m bench.memory
+    nice -n 5 .venv/bin/python -m bench.memory [--chromium PATH]
 
 One command does everything: a throwaway SQLite database in a temporary directory (migrated, one
 API key), then the Procfile started by honcho as ``make run`` starts it (every process on
@@ -175,7 +175,7 @@ def fetch(port: int, key: str, url: str, render: bool) -> str:
     return str(answer.get("rendered"))
 
 
-def bench() -> None:
+def bench(chromium: str | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="sift-bench-memory-") as tmp_name:
         tmp = Path(tmp_name)
         port, mcp_port = free_port(), free_port()
@@ -187,6 +187,7 @@ def bench() -> None:
             MCP_PORT=str(mcp_port),
             SIFT_FETCH_ALLOW_CIDRS="127.0.0.0/8",
             SIFT_RENDER_SOCKET=str(tmp / "render.sock"),
+            **({"SIFT_RENDER_CHROMIUM": chromium} if chromium else {}),
         )
         with harness.django_in_process(env):
             from django.conf import settings
@@ -194,6 +195,7 @@ def bench() -> None:
             from batch.models import ClusterHeartbeat
             from fetch import render
 
+            print(f"browser: {settings.SIFT_RENDER_CHROMIUM}")
             key = migrate_and_key()
             workers = settings.SIFT_BATCH_WORKERS
             log = tmp / "honcho.log"
@@ -229,8 +231,10 @@ def migrate_and_key() -> str:
 
 
 def main() -> int:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None).parse_args()
-    return harness.run_until_interrupted(bench)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--chromium", metavar="PATH", help="SIFT_RENDER_CHROMIUM (default: its default)")
+    args = parser.parse_args()
+    return harness.run_until_interrupted(lambda: bench(args.chromium))
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 Default: the twelve script-built pages of ``bench/render_pages.py`` served on 127.0.0.1, in
 ``--rounds`` interleaved rounds (each page by every row in turn, so the machine's load is shared).
-Rows: **playwright** (the floor: the same Chromium launched once by bare Playwright, a fresh
-context per page, ``page.content()`` right after ``load``, no routing), **sift** (the real
+Rows: **playwright** (the floor: the browser sift renders with, ``SIFT_RENDER_CHROMIUM`` or
+``--chromium``, launched once by bare Playwright, a fresh context per page, ``page.content()``
+right after ``load``, no routing), **sift** (the real
 pipeline, ``fetch.pipeline.fetch`` with ``render: true``: gate, guarded download, render,
 extraction, cache on a throwaway SQLite database); with ``--crawl4ai PYTHON``, **crawl4ai** (one
 reused crawler with its shipped defaults, run by ``bench/crawl4ai_row.py`` under that interpreter,
@@ -18,7 +19,8 @@ against a warm render plus the browser's own start (bare Playwright's driver and
 render (pages/s, peak memory). ``--soak N``: N renders in a row (timeouts, crashes and heap hogs
 among them) and the browser's process count and memory after the first and after the last.
 
-    .venv/bin/python -m bench.render [--rounds 3] [--crawl4ai /tmp/c4ai/bin/python] [--articles] [--soak 500]
+    .venv/bin/python -m bench.render [--chromium PATH] [--rounds 3] [--crawl4ai /tmp/c4ai/bin/python]
+    .venv/bin/python -m bench.render [--chromium PATH] [--articles] [--soak 500]
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from typing import Any
 
 from bench import data, harness, render_pages, stats
 
-CHROMIUM = "/usr/bin/chromium"
 CRAWL4AI_ROW = Path(__file__).with_name("crawl4ai_row.py")
 
 
@@ -63,13 +64,16 @@ class _Floor:
         self.launch_seconds = self.thread.submit(self._start).result()
 
     def _start(self) -> float:
+        from django.conf import settings
         from playwright.sync_api import sync_playwright
+
+        self.chromium = settings.SIFT_RENDER_CHROMIUM  # the browser sift renders with: a fair floor
 
         began = time.monotonic()
         self.playwright = sync_playwright().start()
         self.driver_seconds = time.monotonic() - began
         began = time.monotonic()
-        self.browser = self.playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        self.browser = self.playwright.chromium.launch(executable_path=self.chromium, headless=True)
         return time.monotonic() - began
 
     def __call__(self, url: str, marker: str) -> tuple[float, bool]:
@@ -81,7 +85,7 @@ class _Floor:
 
     def _launch_again(self) -> float:
         began = time.monotonic()
-        browser = self.playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        browser = self.playwright.chromium.launch(executable_path=self.chromium, headless=True)
         took = time.monotonic() - began
         browser.close()
         return took
@@ -108,12 +112,15 @@ class _Crawl4AI:
     """Crawl4AI, in its own interpreter (``bench/crawl4ai_row.py``), one crawler for every page."""
 
     def __init__(self, python: str) -> None:
+        from django.conf import settings
+
+        chromium = settings.SIFT_RENDER_CHROMIUM
         self.process = subprocess.Popen(
             [python, str(CRAWL4AI_ROW)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, "CRAWL4AI_NO_CLOUD_NOTICE": "1"},
+            env={**os.environ, "CRAWL4AI_NO_CLOUD_NOTICE": "1", "SIFT_RENDER_CHROMIUM": chromium},
         )
         self.start_seconds = float(self._answer()["ready"])
 
@@ -198,6 +205,7 @@ def scripted(rounds: int, crawl4ai: str | None = None) -> None:
             render.stop_server()
     total = rounds * len(markers)
     print(f"{len(markers)} script-built pages x {rounds} rounds, interleaved; load: {_load()}")
+    print(f"browser (sift and the floor): {floor.chromium}")
     print("page (median, right)" + "".join(f"{name:>16}" for name in rows))
     for path, timings in per_page.items():
         cells = (
@@ -237,6 +245,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=20, help="article pages (default: %(default)s)")
     parser.add_argument("--soak", type=int, default=0, metavar="N", help="N renders in a row, leak check")
     parser.add_argument("--crawl4ai", metavar="PYTHON", help="a column for Crawl4AI, run by this interpreter")
+    parser.add_argument("--chromium", metavar="PATH", help="SIFT_RENDER_CHROMIUM (default: its default)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = harness.service_env(
@@ -245,6 +254,7 @@ def main() -> None:
             SIFT_FETCH_ALLOW_CIDRS="127.0.0.1/32",
             SIFT_FETCH_ONLY_ALLOWED="true",
             SIFT_RENDER_TIMEOUT="10s",
+            **({"SIFT_RENDER_CHROMIUM": args.chromium} if args.chromium else {}),
         )
         with harness.django_in_process(env):
             from django.core.management import call_command

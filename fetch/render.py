@@ -339,7 +339,12 @@ def _start_server(until: float) -> None:
         threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends
         while not path.exists() and process.poll() is None and time.monotonic() < until:
             time.sleep(0.005)
-        logger.info("render process %s started; its network: %s", process.pid, mode)
+        logger.info(
+            "render process %s started; its browser: %s; its network: %s",
+            process.pid,
+            settings.SIFT_RENDER_CHROMIUM,
+            mode,
+        )
 
 
 def _lock_by(descriptor: int, until: float) -> bool:

@@ -230,7 +230,14 @@ SIFT_CACHE_TTL = env_duration("SIFT_CACHE_TTL", "15m")
 SIFT_CACHE_MAX_BYTES = env_bytes("SIFT_CACHE_MAX_BYTES", "256MiB")
 # Rendering (docs/rendering.md): Debian's Chromium, renders at once deployment-wide, one render's
 # deadline, and the most resident memory the browser's processes may hold before the render ends.
-SIFT_RENDER_CHROMIUM = env_str("SIFT_RENDER_CHROMIUM", "/usr/bin/chromium")
+# The browser is Debian's headless shell (chromium-headless-shell: Chromium's headless-only build,
+# leaner, docs/decisions.md) where it is installed, else Debian's full chromium. The shell's binary
+# itself, not /usr/bin/chromium-headless-shell: that is a shell script that stays as its parent.
+HEADLESS_SHELL = "/usr/lib/chromium/chromium-headless-shell"
+FULL_CHROMIUM = "/usr/bin/chromium"
+SIFT_RENDER_CHROMIUM = env_str(
+    "SIFT_RENDER_CHROMIUM", HEADLESS_SHELL if os.access(HEADLESS_SHELL, os.X_OK) else FULL_CHROMIUM
+)
 SIFT_RENDER_SLOTS = env_int("SIFT_RENDER_SLOTS", 1, minimum=1)
 SIFT_RENDER_TIMEOUT = env_duration("SIFT_RENDER_TIMEOUT", "20s", positive=True)
 SIFT_RENDER_MAX_MEMORY = env_bytes("SIFT_RENDER_MAX_MEMORY", "1GiB")

@@ -10,14 +10,16 @@ import threading
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
-CHROMIUM = Path("/usr/bin/chromium")
+# The browser sift renders with: the headless shell where installed, else Debian's chromium.
+CHROMIUM = Path(settings.SIFT_RENDER_CHROMIUM)
 BROWSER_TESTS = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
         not CHROMIUM.exists() and os.environ.get("CI") != "true",
-        reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium",
+        reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium-headless-shell",
     ),
 ]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from django.apps import apps
+from django.conf import settings
 from django.test import override_settings
 
 from batch.models import ApiKey, SubmitLock
@@ -22,8 +23,9 @@ ROWS_MIGRATION = importlib.import_module("batch.migrations.0002_rows_and_schedul
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Under CI=true the browser tests must run: a missing Chromium fails the suite, not skips it."""
-    if os.environ.get("CI") == "true" and not os.access(Path("/usr/bin/chromium"), os.X_OK):
-        pytest.exit("CI=true but /usr/bin/chromium is missing: apt-get install -y chromium", 1)
+    chromium = settings.SIFT_RENDER_CHROMIUM
+    if os.environ.get("CI") == "true" and not os.access(chromium, os.X_OK):
+        pytest.exit(f"CI=true but {chromium} is missing: apt-get install -y chromium-headless-shell", 1)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
@@ -19,7 +20,8 @@ from batch.models import ApiKey
 
 from .factories import done_target, failed_target, make_job
 
-CHROMIUM = Path("/usr/bin/chromium")
+# The browser sift renders with (the headless shell where installed): a screenshot needs no more.
+CHROMIUM = Path(settings.SIFT_RENDER_CHROMIUM)
 # Without the background-networking flags Chromium reaches for the network, which is closed here.
 CHROMIUM_ARGS = [
     "--headless",
@@ -37,7 +39,7 @@ PASSWORD = "correct horse battery staple"
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(
-        not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium"
+        not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM}; apt-get install -y chromium-headless-shell"
     ),
 ]
 

@@ -79,6 +79,7 @@ def test_nothing_the_browser_or_its_page_sends_reaches_the_proxy_port_or_another
     assert render.network_mode() == mode
     (shown,) = [m for m in run_checks() if m.id == "sift.I001"]
     assert ("namespace of its own" in shown.msg) is (mode == "namespace")
+    assert f"({settings.SIFT_RENDER_CHROMIUM})" in shown.msg  # which browser renders
     assert response.status_code == 200, response.content
     assert "SharedWorker is undefined." in response.json()["content"]
     assert (proxy.connections, elsewhere.connections) == (0, 0), (proxy.seen, elsewhere.seen)
