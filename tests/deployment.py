@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from email.message import Message
 from pathlib import Path
 from typing import Any
 
@@ -165,18 +166,17 @@ class Deployment:
     def get(self, path: str, key: str | None = None) -> bytes:
         return self.request(path, key)[1]
 
-    def request(
-        self, path: str, key: str | None = None, timeout: float = 60
-    ) -> tuple[int, bytes, dict[str, str]]:
-        """GET ``path``; answer (status, body, headers) for error statuses too."""
+    def request(self, path: str, key: str | None = None, timeout: float = 60) -> tuple[int, bytes, Message]:
+        """GET ``path``; answer (status, body, headers) for error statuses too. Header names are
+        looked up regardless of case, as HTTP says (uvicorn's httptools sends them lower-cased)."""
         request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}")
         if key:
             request.add_header("Authorization", f"Bearer {key}")
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, bytes(response.read()), dict(response.headers)
+                return response.status, bytes(response.read()), response.headers
         except urllib.error.HTTPError as error:
-            return error.code, bytes(error.read()), dict(error.headers)
+            return error.code, bytes(error.read()), error.headers
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
         process = self.processes.pop(name, None)

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.message import Message
 from typing import Any
 
 import anyio
@@ -178,7 +179,7 @@ def test_lookups_outstanding_in_a_process_are_bounded_whoever_started_them(
 class Answer:
     status: int
     body: dict[str, Any]
-    headers: dict[str, str]
+    headers: Message  # names looked up regardless of case
     seconds: float
 
 
@@ -191,9 +192,9 @@ def _request(deployment: Deployment, path: str, key: str | None = None, body: An
     started = time.monotonic()
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
-            status, raw, headers = response.status, response.read(), dict(response.headers)
+            status, raw, headers = response.status, response.read(), response.headers
     except urllib.error.HTTPError as error:
-        status, raw, headers = error.code, error.read(), dict(error.headers)
+        status, raw, headers = error.code, error.read(), error.headers
     return Answer(status, json.loads(raw), headers, time.monotonic() - started)
 
 
