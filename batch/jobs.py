@@ -118,7 +118,7 @@ def _lock_total() -> None:
     """Serialise the submits that create jobs, so that two never both take the last place below
     ``JOBS_TOTAL``: a count made under it sees every job committed before it. Always taken after
     the caller's row, so two submits never wait on each other in a cycle."""
-    SubmitLock.objects.select_for_update().filter(pk=1).values_list("pk").get()
+    SubmitLock.hold()
 
 
 def _reuse(caller: ApiKey, request: SubmitRequest, now: datetime) -> Submitted | None:

@@ -132,20 +132,34 @@ class TargetStatus(models.TextChoices):
 OUTCOME_CHOICES = [(outcome.value, outcome.value) for outcome in Outcome]
 
 
-class SubmitLock(models.Model):
-    """One row every submit that may create a job locks, so ``JOBS_TOTAL`` holds under concurrency.
-
-    The live jobs are counted under it: two submits can never both see room for one more job
-    (docs/decisions.md, "One lock for the total cap").
-    """
+class SingleRowLock(models.Model):
+    """A table of one row that a transaction locks to serialise a deployment-wide count: whoever
+    counts under it sees every row committed by those that held it before. Made on first use. On
+    SQLite the transaction (``IMMEDIATE``, settings) holds the one write lock already."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
 
     class Meta:
-        constraints = [models.CheckConstraint(condition=Q(id=1), name="submitlock_single_row")]
+        abstract = True
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="%(class)s_single_row")]
 
     def __str__(self) -> str:
-        return "submit lock"
+        return str(self._meta.verbose_name)
+
+    @classmethod
+    def hold(cls) -> None:
+        """Lock the row until the transaction ends, making it first if it is not there yet."""
+        rows = cls._default_manager
+        lock = rows.select_for_update().filter(pk=1).values_list("pk")
+        if lock.first() is None:
+            rows.bulk_create([cls(id=1)], ignore_conflicts=True)
+            lock.get()
+
+
+class SubmitLock(SingleRowLock):
+    """Every submit that may create a job holds it, so ``JOBS_TOTAL`` holds under concurrency:
+    two submits can never both see room for one more job (docs/decisions.md, "One lock for the
+    total cap")."""
 
 
 class BatchJob(models.Model):
@@ -354,17 +368,9 @@ class WebhookDelivery(models.Model):
         return f"webhook of {self.job_id}"
 
 
-class WebhookClaimLock(models.Model):
-    """The one row every webhook claim locks, so that the attempts in flight it counts, in all,
-    per caller and per host, are never stale (docs/webhooks.md). Made on first use."""
-
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
-
-    class Meta:
-        constraints = [models.CheckConstraint(condition=Q(id=1), name="webhookclaimlock_single_row")]
-
-    def __str__(self) -> str:
-        return "webhook claim lock"
+class WebhookClaimLock(SingleRowLock):
+    """Every webhook claim holds it, so that the attempts in flight it counts, in all, per caller
+    and per host, are never stale (docs/webhooks.md)."""
 
 
 class WebhookAttempt(models.Model):
@@ -421,14 +427,6 @@ class EventStream(models.Model):
         return f"stream {self.pk} of {self.job_id}"
 
 
-class StreamLock(models.Model):
-    """The one row every stream admission locks, so that the open streams it counts, the caller's
-    and in all, are never stale. Made on first use."""
-
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
-
-    class Meta:
-        constraints = [models.CheckConstraint(condition=Q(id=1), name="streamlock_single_row")]
-
-    def __str__(self) -> str:
-        return "stream lock"
+class StreamLock(SingleRowLock):
+    """Every stream admission holds it, so that the open streams it counts, the caller's and in
+    all, are never stale."""

@@ -30,7 +30,7 @@ def admit(caller: ApiKey, job_id: str) -> int | None:
     holds ``SIFT_BATCH_STREAMS_PER_CALLER`` open streams already, or the deployment holds
     ``SIFT_BATCH_STREAMS_TOTAL``."""
     with transaction.atomic():
-        _lock()
+        StreamLock.hold()
         now = timezone.now()
         EventStream.objects.filter(lease_until__lte=now).delete()
         counts = EventStream.objects.aggregate(all=Count("pk"), callers=Count("pk", filter=Q(caller=caller)))
@@ -52,12 +52,3 @@ def renew(stream_ids: Collection[int]) -> int:
 
 def close(stream_id: int) -> None:
     EventStream.objects.filter(pk=stream_id).delete()
-
-
-def _lock() -> None:
-    """Serialise admissions deployment-wide, so that no two take the last place in a bound. On
-    SQLite the transaction (``IMMEDIATE``, settings) already holds the one write lock."""
-    lock = StreamLock.objects.select_for_update().filter(pk=1).values_list("pk")
-    if lock.first() is None:
-        StreamLock.objects.bulk_create([StreamLock(pk=1)], ignore_conflicts=True)
-        lock.get()

@@ -180,7 +180,7 @@ def claim_due(now: datetime | None = None) -> Claimed | None:
     claimed_until = now + ATTEMPT_LEASE
     while True:
         with transaction.atomic():
-            _lock_claims()
+            WebhookClaimLock.hold()
             due = fairest_due(now)
             if due is None:
                 return None
@@ -228,15 +228,6 @@ def _in_flight_alike(field: str, now: datetime) -> Coalesce:
     alike = WebhookDelivery.objects.filter(sending_until__gt=now, **{field: OuterRef(field)})
     counted = alike.order_by().values(field).annotate(n=Count("pk")).values("n")
     return Coalesce(Subquery(counted), 0)
-
-
-def _lock_claims() -> None:
-    """Serialise claims deployment-wide, so that no two take the last place in one share. On
-    SQLite the transaction (``IMMEDIATE``, settings) already holds the one write lock."""
-    lock = WebhookClaimLock.objects.select_for_update().filter(pk=1).values_list("pk")
-    if lock.first() is None:
-        WebhookClaimLock.objects.bulk_create([WebhookClaimLock(pk=1)], ignore_conflicts=True)
-        lock.get()
 
 
 def attempt(claimed: Claimed, send: Sender) -> Answer:
