@@ -3,7 +3,7 @@
 Each stream is an async generator on the web process's event loop, so a waiting stream holds no
 thread. One ``JobWatch`` a process (a loop) looks at every job its streams follow in one query a
 round and wakes the streams whose job moved; a woken stream reads its own new targets. Both run
-their queries in a few threads of their own, whose connections stay open between rounds. The
+their queries in a few threads of their own, which hand their connection back after each query. The
 watch also renews the leases of the process's open streams, which the stream bounds count in the
 whole deployment (``batch/stream_bounds.py``).
 
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 # How often the process's watch looks at the jobs its streams follow: an event is this late at most.
 POLL_SECONDS = 0.25
-# Database work of the streams, off the event loop; the threads keep their connections.
+# Database work of the streams, off the event loop (connections handed back after each query).
 QUERIES = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sift-streams")
 # A job swept or evicted under its stream: the last event says so.
 EXPIRED = "expired"

@@ -17,9 +17,10 @@ MEMORY_HINT = (
     'The PDF needs more memory than its reader has: ask for fewer pages with pages, e.g. "1-20", '
     "or look for a smaller copy of the document."
 )
-# A PDF at least this big is read by every idle child of the sandbox at once, each taking a run
-# of its pages (PDFium's text layout is most of the time, and it runs on one core per child);
-# a smaller one, or a few pages asked for by closed ranges, by one child.
+# A PDF at least this big is read by several children of the sandbox at once (the idle ones, then
+# new ones while the pool has room), each taking a run of its pages (PDFium's text layout is most
+# of the time, and it runs on one core per child); a smaller one, or a few pages asked for by
+# closed ranges, by one child.
 PDF_SHARED_MIN_BYTES = 64 << 10
 PDF_SHARED_MIN_PAGES = 8
 
