@@ -58,6 +58,16 @@ def _result_size(target: BatchTarget) -> str:
     return filesizeformat(target.n_bytes) if target.status == TargetStatus.DONE else "-"
 
 
+def _page(
+    model_admin: admin.ModelAdmin, request: HttpRequest, template: str, title: str, **context: Any
+) -> TemplateResponse:
+    """One of the console's own pages (a confirmation, a key shown once), in the admin's frame."""
+    frame = {**model_admin.admin_site.each_context(request), "title": title, "subtitle": None}
+    frame |= {"opts": model_admin.opts, "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME}
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(request, template, frame | {"media": model_admin.media} | context)
+
+
 # --- jobs ------------------------------------------------------------------------------------
 
 
@@ -229,19 +239,12 @@ class BatchJobAdmin(admin.ModelAdmin):
         return None
 
     def _cancel_confirmation(self, request: HttpRequest, jobs: list[BatchJob]) -> TemplateResponse:
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Cancel batch jobs",
-            "subtitle": None,
-            "opts": self.opts,
-            "jobs": jobs,
-            "live_jobs": [job for job in jobs if job.is_live],
-            "finished_jobs": [job for job in jobs if not job.is_live],
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "media": self.media,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, self.cancel_confirmation_template, context)
+        live = [job for job in jobs if job.is_live]
+        finished = [job for job in jobs if not job.is_live]
+        template = self.cancel_confirmation_template
+        return _page(
+            self, request, template, "Cancel batch jobs", jobs=jobs, live_jobs=live, finished_jobs=finished
+        )
 
 
 def cancel_report(n_cancelled: int, finished: list[BatchJob]) -> str:
@@ -357,17 +360,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
         raw_key = getattr(request, ISSUED_KEY_ATTR, None)
         if raw_key is None:
             return super().response_add(request, obj, post_url_continue)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "API key created",
-            "subtitle": None,
-            "opts": self.opts,
-            "api_key": obj,
-            "raw_key": raw_key,
-            "webhook_secret": obj.webhook_secret,
-        }
-        request.current_app = self.admin_site.name
-        return TemplateResponse(request, self.key_created_template, context)
+        context = {"api_key": obj, "raw_key": raw_key, "webhook_secret": obj.webhook_secret}
+        return _page(self, request, self.key_created_template, "API key created", **context)
 
     @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
@@ -391,16 +385,6 @@ class ApiKeyAdmin(admin.ModelAdmin):
         rotated = [(key, webhooks.rotate_secret(key)) for key in keys] if confirmed else []
         for key, _ in rotated:
             self.log_change(request, key, "Rotated the webhook secret.")
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Webhook secrets rotated" if confirmed else "Rotate webhook secrets",
-            "subtitle": None,
-            "opts": self.opts,
-            "keys": keys,
-            "rotated": rotated,
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            "media": self.media,
-        }
-        request.current_app = self.admin_site.name
+        title = "Webhook secrets rotated" if confirmed else "Rotate webhook secrets"
         template = self.secrets_rotated_template if confirmed else self.rotate_confirmation_template
-        return TemplateResponse(request, template, context)
+        return _page(self, request, template, title, keys=keys, rotated=rotated)
