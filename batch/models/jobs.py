@@ -1,4 +1,4 @@
-"""Callers, jobs and targets (docs/api.md, docs/workers.md).
+"""Callers, jobs and targets, and the idempotency keys of submits (docs/api.md, docs/workers.md).
 
 The database constraints make impossible states impossible: a status outside its set, two
 targets at one index, counters that disagree, a finished job without ``finished_at``.
@@ -16,21 +16,6 @@ from django.db import models
 from django.db.models import F, Q
 
 from fetch.outcomes import Outcome
-
-__all__ = [
-    "ApiKey",
-    "BatchJob",
-    "BatchTarget",
-    "ClusterHeartbeat",
-    "EventStream",
-    "IdempotencyKey",
-    "StreamLock",
-    "SubmitLock",
-    "WebhookAttempt",
-    "WebhookClaimLock",
-    "WebhookDelivery",
-    "WorkerSlot",
-]
 
 
 def new_job_id() -> str:
@@ -130,36 +115,6 @@ class TargetStatus(models.TextChoices):
 
 # A target's outcome, from the one table of outcomes; the label of each is its code too.
 OUTCOME_CHOICES = [(outcome.value, outcome.value) for outcome in Outcome]
-
-
-class SingleRowLock(models.Model):
-    """A table of one row that a transaction locks to serialise a deployment-wide count: whoever
-    counts under it sees every row committed by those that held it before. Made on first use. On
-    SQLite the transaction (``IMMEDIATE``, settings) holds the one write lock already."""
-
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
-
-    class Meta:
-        abstract = True
-        constraints = [models.CheckConstraint(condition=Q(id=1), name="%(class)s_single_row")]
-
-    def __str__(self) -> str:
-        return str(self._meta.verbose_name)
-
-    @classmethod
-    def hold(cls) -> None:
-        """Lock the row until the transaction ends, making it first if it is not there yet."""
-        rows = cls._default_manager
-        lock = rows.select_for_update().filter(pk=1).values_list("pk")
-        if lock.first() is None:
-            rows.bulk_create([cls(id=1)], ignore_conflicts=True)
-            lock.get()
-
-
-class SubmitLock(SingleRowLock):
-    """Every submit that may create a job holds it, so ``JOBS_TOTAL`` holds under concurrency:
-    two submits can never both see room for one more job (docs/decisions.md, "One lock for the
-    total cap")."""
 
 
 class BatchJob(models.Model):
@@ -305,128 +260,3 @@ class BatchTarget(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}/{self.idx}"
-
-
-class WorkerSlot(models.Model):
-    """One of the ``WORKERS`` places a target can be fetched in, deployment-wide (docs/workers.md).
-
-    A worker owns a slot by writing its target into it under a row lock; a slot whose lease
-    ran out belonged to a dead worker and is free again.
-    """
-
-    number = models.PositiveSmallIntegerField(primary_key=True)
-    target = models.ForeignKey(
-        BatchTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    lease_until = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [models.CheckConstraint(condition=Q(number__lt=2), name="workerslot_at_most_two")]
-
-    def __str__(self) -> str:
-        return f"slot {self.number}"
-
-
-class WebhookDelivery(models.Model):
-    """The webhook of one finished job: its body, fixed at the finish, and when to try next.
-
-    Made in the transaction that finishes the job. ``due_at`` is the next attempt; a delivery
-    thread claims it by moving ``due_at`` and ``sending_until`` to the end of the attempt's
-    lease, and clears both when the receiver answered 2xx or ``SIFT_WEBHOOK_RETRY_FOR`` ran out
-    (docs/webhooks.md). An attempt in flight counts against its caller's and its ``host``'s
-    shares of the senders until ``sending_until``.
-    """
-
-    job = models.OneToOneField(BatchJob, primary_key=True, on_delete=models.CASCADE, related_name="webhook")
-    body = models.TextField()
-    created_at = models.DateTimeField()
-    due_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    delivered_at = models.DateTimeField(null=True, blank=True)
-    gave_up_at = models.DateTimeField(null=True, blank=True)
-    # The callback URL's host name, lower case: receivers on one host share its senders.
-    host = models.CharField(max_length=255, blank=True, default="")
-    sending_until = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        verbose_name = "webhook delivery"
-        verbose_name_plural = "webhook deliveries"
-        indexes = [
-            models.Index(fields=["due_at"], name="webhook_due"),
-            models.Index(fields=["sending_until"], name="webhook_sending"),
-        ]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(due_at__isnull=False, delivered_at__isnull=True, gave_up_at__isnull=True)
-                | Q(due_at__isnull=True, delivered_at__isnull=False, gave_up_at__isnull=True)
-                | Q(due_at__isnull=True, delivered_at__isnull=True, gave_up_at__isnull=False),
-                name="webhook_due_delivered_or_given_up",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"webhook of {self.job_id}"
-
-
-class WebhookClaimLock(SingleRowLock):
-    """Every webhook claim holds it, so that the attempts in flight it counts, in all, per caller
-    and per host, are never stale (docs/webhooks.md)."""
-
-
-class WebhookAttempt(models.Model):
-    """One POST of a job's webhook: when, and the HTTP status or why there was none."""
-
-    job = models.ForeignKey(BatchJob, on_delete=models.CASCADE, related_name="webhook_attempts")
-    at = models.DateTimeField()
-    status = models.PositiveSmallIntegerField(null=True, blank=True)
-    error = models.TextField(blank=True, default="")
-
-    class Meta:
-        verbose_name = "webhook attempt"
-        ordering = ["job", "at", "pk"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(status__isnull=False) | ~Q(error=""), name="webhook_attempt_status_or_error"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.job_id} at {self.at:%Y-%m-%d %H:%M:%S}"
-
-
-class ClusterHeartbeat(models.Model):
-    """Written by every live cluster worker process; ``/healthz`` reads it."""
-
-    name = models.CharField(max_length=200, unique=True)
-    seen_at = models.DateTimeField()
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class EventStream(models.Model):
-    """An open event stream (``GET /v1/batch/{id}/events``): the stream bounds count these rows,
-    so they hold for the whole deployment (``batch/stream_bounds.py``). Its web process renews
-    ``lease_until`` while the stream is open and deletes the row when it ends; a row whose lease
-    ran out was left by a process that died, and no longer counts."""
-
-    # No index of its own: the index below leads with the caller and serves its counts.
-    caller = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+", db_index=False)
-    # The job it follows; not a foreign key: a job swept under its stream ends the stream itself.
-    job_id = models.CharField(max_length=32)
-    opened_at = models.DateTimeField()
-    lease_until = models.DateTimeField()
-
-    class Meta:
-        indexes = [
-            models.Index(fields=["caller", "lease_until"], name="stream_caller_lease"),
-            models.Index(fields=["lease_until"], name="stream_lease"),
-        ]
-
-    def __str__(self) -> str:
-        return f"stream {self.pk} of {self.job_id}"
-
-
-class StreamLock(SingleRowLock):
-    """Every stream admission holds it, so that the open streams it counts, the caller's and in
-    all, are never stale."""

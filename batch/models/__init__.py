@@ -1,0 +1,61 @@
+"""sift's records: callers, jobs and targets (``jobs``), the rows that coordinate processes
+(``coordination``) and webhook deliveries (``webhooks``). Everything is imported from here.
+"""
+
+from batch.models.coordination import (
+    ClusterHeartbeat,
+    EventStream,
+    SingleRowLock,
+    StreamLock,
+    SubmitLock,
+    WorkerSlot,
+)
+from batch.models.jobs import (
+    FINISHED_STATUSES,
+    JOB_ID_PATTERN,
+    LIVE_STATUSES,
+    MAX_DB_INT,
+    OUTCOME_CHOICES,
+    REUSABLE_STATUSES,
+    WEBHOOK_SECRET_PREFIX,
+    ApiKey,
+    BatchJob,
+    BatchTarget,
+    CallerClass,
+    IdempotencyKey,
+    JobStatus,
+    TargetStatus,
+    hash_key,
+    new_job_id,
+    new_webhook_secret,
+)
+from batch.models.webhooks import WebhookAttempt, WebhookClaimLock, WebhookDelivery
+
+__all__ = [
+    "FINISHED_STATUSES",
+    "JOB_ID_PATTERN",
+    "LIVE_STATUSES",
+    "MAX_DB_INT",
+    "OUTCOME_CHOICES",
+    "REUSABLE_STATUSES",
+    "WEBHOOK_SECRET_PREFIX",
+    "ApiKey",
+    "BatchJob",
+    "BatchTarget",
+    "CallerClass",
+    "ClusterHeartbeat",
+    "EventStream",
+    "IdempotencyKey",
+    "JobStatus",
+    "SingleRowLock",
+    "StreamLock",
+    "SubmitLock",
+    "TargetStatus",
+    "WebhookAttempt",
+    "WebhookClaimLock",
+    "WebhookDelivery",
+    "WorkerSlot",
+    "hash_key",
+    "new_job_id",
+    "new_webhook_secret",
+]
