@@ -33,6 +33,12 @@ MAIN_KEEPS = 0.8
 # the main element is preferred when it holds at least this many times trafilatura's reading:
 # there the reading, tuned for articles, dropped most of a page of another kind.
 MAIN_KEEPS_ARTICLE = 2.0
+# A link to the element itself, in its first heading (a section's permalink); links were made
+# absolute before (fetch.markdown), so the href ends with the fragment.
+_SELF_LINK = (
+    "(.//h1 | .//h2 | .//h3 | .//h4 | .//h5 | .//h6)[1]"
+    "//a[substring(@href, string-length(@href) - string-length($ref) + 1) = $ref]"
+)
 _MAIN = "//main | //*[@role='main']"
 _FURNITURE = ".//nav | .//header | .//footer | .//aside | .//form | .//button | .//*[@role='navigation']"
 # Class or id words of page furniture inside a main element.
@@ -56,10 +62,21 @@ def main_element(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
     for element in list(main.iter()):
         if not isinstance(element.tag, str):
             continue
-        names = f"{element.get('class') or ''} {element.get('id') or ''}"
+        names = f"{element.get('class') or ''} {_own_id(element)}"
         if _FURNITURE_NAMES.search(names):
             _drop(element)
     return main
+
+
+def _own_id(element: lxml.html.HtmlElement) -> str:
+    """The element's id, unless it is the anchor of a document's section: its heading links to
+    it (``<section id="respond-to-review-comments"><h2>Respond to review comments <a
+    href="#respond-to-review-comments">``). Documentation tools name each section after its
+    title, and a title's words say nothing of furniture."""
+    name = element.get("id") or ""
+    if name and element.xpath(_SELF_LINK, ref=f"#{name}"):
+        return ""
+    return name
 
 
 def _drop(element: lxml.html.HtmlElement) -> None:

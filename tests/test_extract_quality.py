@@ -349,6 +349,35 @@ def test_a_page_with_more_than_one_main_element_is_left_to_trafilatura() -> None
     assert main_element(two) is None
 
 
+def test_a_section_named_after_its_own_heading_is_not_furniture() -> None:
+    # Documentation tools give each section its title as an id, linked from its heading:
+    # "respond-to-review-comments" names a section, not a comment thread; a block named
+    # "comments" is still furniture, heading or not.
+    page = lxml.html.document_fromstring(
+        "<html><body><main><h1>Submitting patches</h1>"
+        "<section id='respond-to-review-comments'><h2>Respond to review comments"
+        " <a href='#respond-to-review-comments'>¶</a></h2>"
+        "<p>Your patch will almost certainly get comments from reviewers.</p></section>"
+        "<section id='comments'><h2>Comments</h2><p>Great article, thanks!</p></section>"
+        "</main></body></html>"
+    )
+
+    found = main_element(page)
+    assert found is not None
+    assert "almost certainly get comments" in found.text_content()
+    assert "Great article" not in found.text_content()
+    # Read as the service reads it, links made absolute first.
+    content = read_page(
+        lxml.html.tostring(page, encoding="unicode"),
+        url="https://docs.example/patches",
+        markdown_mode=False,
+        images=False,
+        hidden_text="drop",
+        rendered=False,
+    ).page.content
+    assert "almost certainly get comments" in content
+
+
 def course_list(head: str) -> str:
     """A list of links (which trafilatura drops as link-dense) under an introduction, in <main>."""
     intro = (
