@@ -378,6 +378,39 @@ def test_a_section_named_after_its_own_heading_is_not_furniture() -> None:
     assert "almost certainly get comments" in content
 
 
+def shop_page(main: bool) -> str:
+    """A shop's grid of items (in ``<main>`` when ``main``) between a long menu and footer."""
+    menu = "".join(f"<li><a href='/c/{n}'>Category {n}</a></li>" for n in range(30))
+    cards = "".join(
+        f"<div class='card'><a href='/p/{n}'>Cast iron skillet, {n + 6} inch</a><b>${20 + n}.99</b></div>"
+        for n in range(24)
+    )
+    grid = f"<h1>Skillets</h1><div class='grid'>{cards}</div>"
+    return (
+        "<html><head><title>Skillets | Kitchen Shop</title></head><body>"
+        f"<div class='note'>Save up to 60% this week.</div><header><ul>{menu}</ul></header>"
+        f"{f'<main>{grid}</main>' if main else f'<div>{grid}</div>'}"
+        f"<footer><ul>{menu}</ul><p>Kitchen Shop, 12 Harbour Street.</p></footer></body></html>"
+    )
+
+
+def test_a_scrap_of_a_page_gives_way_to_its_main_element_else_to_the_whole_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # trafilatura, looking for running text, picks a promotion line on a shop's grid of items.
+    monkeypatch.setattr(html_module, "_trafilatura_page", lambda *args, **kwargs: "Save up to 60% this week.")
+    url = "https://shop.example/skillets"
+
+    from_main = html_text(shop_page(main=True), url=url, markdown=False).content
+    whole = html_text(shop_page(main=False), url=url, markdown=False).content
+
+    assert "Cast iron skillet, 29 inch" in from_main
+    assert "Category 7" not in from_main
+    assert "Harbour Street" not in from_main
+    assert "Cast iron skillet, 29 inch" in whole
+    assert "Category 7" in whole
+
+
 def course_list(head: str) -> str:
     """A list of links (which trafilatura drops as link-dense) under an introduction, in <main>."""
     intro = (
