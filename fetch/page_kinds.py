@@ -12,6 +12,9 @@ prefers it to trafilatura's reading when it holds at least ``MAIN_KEEPS`` of tha
 text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
 (``fetch.hidden``).
 
+A cookie or consent banner (``drop_consent_banners``) is no text of any page: it is removed
+before the page is read, whatever its kind.
+
 On a page that calls itself an article by ``og:type`` alone, ``grows_inside`` says whether a
 longer reading adds text of the same block as the article reading (that reading cut its own
 text) or text from elsewhere on the page (``html_text``).
@@ -25,6 +28,7 @@ import copy
 import re
 
 import lxml.html
+from lxml import etree
 
 # The main element is preferred when its text is at least this share of trafilatura's reading
 # (below it, the element is a part of the page, not its content).
@@ -84,6 +88,41 @@ def _drop(element: lxml.html.HtmlElement) -> None:
     # kept by lxml's drop_tree.
     if element.getparent() is not None:
         element.drop_tree()
+
+
+# Names (id, class, aria-label) of cookie and consent banners: the words, and the consent
+# managers' own names.
+_CONSENT_NAMES = re.compile(
+    r"consent|gdpr|onetrust|didomi|cookiebot|usercentrics|truste[-_]|trustarc|qc-cmp|sp_message"
+    r"|cookie[-_ ]?(?:banner|bar|notice|consent|popup|modal|dialog|law|settings|preferences|policy)",
+    re.IGNORECASE,
+)
+# Never a banner, whatever their names say ("cookie-banner-visible" on <html>).
+_NOT_BANNERS = frozenset({"html", "head", "body", "main", "article"})
+# A block holding one of these is the page, whatever it is named.
+_PAGE_ITSELF = ".//h1 | .//main | .//article | .//*[@role='main']"
+
+
+def drop_consent_banners(tree: lxml.html.HtmlElement) -> None:
+    """Remove the page's cookie and consent banners: the blocks named so (``id``, ``class`` or
+    ``aria-label``: "cookie-notice", "consent", "gdpr", a consent manager's name such as
+    OneTrust or Didomi) that hold no ``<h1>``, main element or article. Their policy text is
+    often the longest run of prose on a thread or a listing, and extractors take it for the
+    content."""
+    # A walk in Python, names read from each element's attributes: faster here than an XPath
+    # testing every element's names for each word.
+    found = []
+    for element in tree.iter(etree.Element):
+        names = element.attrib
+        if not names or element.tag in _NOT_BANNERS:
+            continue
+        said = f"{names.get('id', '')} {names.get('class', '')} {names.get('aria-label', '')}"
+        if _CONSENT_NAMES.search(said) and not element.xpath(_PAGE_ITSELF):
+            found.append(element)
+    chosen = set(found)
+    for element in found:
+        if not any(up in chosen for up in element.iterancestors()):
+            _drop(element)
 
 
 # An article by og:type alone is read by the fast, article-tuned readings; trafilatura's balanced

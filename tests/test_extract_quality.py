@@ -28,7 +28,7 @@ from fetch.html_text import (
     page_titles,
     peer_items,
 )
-from fetch.page_kinds import grows_inside, main_element
+from fetch.page_kinds import drop_consent_banners, grows_inside, main_element
 from fetch.reading import read_page
 from fetch.targets import TargetOptions
 
@@ -409,6 +409,40 @@ def test_a_scrap_of_a_page_gives_way_to_its_main_element_else_to_the_whole_page(
     assert "Harbour Street" not in from_main
     assert "Cast iron skillet, 29 inch" in whole
     assert "Category 7" in whole
+
+
+CONSENT = (
+    "We and our 100 partners store and/or access information on a device, such as unique IDs in "
+    "cookies, to process personal data. You may accept or manage your choices by clicking below, "
+    "including your right to object where legitimate interest is used, or at any time in the "
+    "privacy policy page. These choices will be signaled to our partners and will not affect "
+    "browsing data. We and our partners process data to provide: use precise geolocation data, "
+    "actively scan device characteristics for identification, personalised advertising and content."
+)
+
+
+def test_a_consent_banner_is_no_text_of_the_page() -> None:
+    # A consent manager's banner holds the longest prose of a short thread: extractors take it.
+    banner = (
+        "<div id='onetrust-consent-sdk'><div id='onetrust-banner-sdk' role='region' "
+        f"aria-label='Cookie banner'><p>{CONSENT}</p><button>Accept all</button></div></div>"
+    )
+    page = (
+        "<html><head><title>Bottom fan mounts? | Case forum</title></head><body>"
+        f"<div class='thread'><h1>Bottom fan mounts?</h1><p>{POSTS[0]}</p></div>"
+        "<div class='cookie-recipes'><p>Our oatmeal cookie recipe, from the archive.</p></div>"
+        f"{banner}</body></html>"
+    )
+
+    content = html_text(page, url="https://forum.example/t/1", markdown=False).content
+
+    assert POSTS[0] in content
+    assert "partners store" not in content
+    # A block about cookies that is no banner stays.
+    tree = lxml.html.document_fromstring(page)
+    drop_consent_banners(tree)
+    assert "oatmeal cookie recipe" in tree.text_content()
+    assert "partners store" not in tree.text_content()
 
 
 def course_list(head: str) -> str:
