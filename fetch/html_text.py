@@ -1,7 +1,8 @@
 """The main content of an HTML page as Markdown or plain text, with its title, language and
 canonical URL.
 
-A page's cookie and consent banners are removed first (``page_kinds.drop_consent_banners``).
+A page's cookie and consent banners and its pop-ups are removed first
+(``page_kinds.drop_overlays``).
 Then the page's kind, from what it says of itself (schema.org types, ``og:type``): an
 article is read by trafilatura favouring precision, and again favouring recall when the precise
 reading is short (the precise one wins unless it cut into the text); any other page (a forum
@@ -39,7 +40,7 @@ from fetch.page_kinds import (
     BALANCED_MORE,
     MAIN_KEEPS,
     MAIN_KEEPS_ARTICLE,
-    drop_consent_banners,
+    drop_overlays,
     grows_inside,
     main_element,
 )
@@ -111,7 +112,7 @@ def html_text(
         return HtmlText("", None, None, None)
     if prepare is not None:
         prepare(tree)
-    drop_consent_banners(tree)
+    drop_overlays(tree)
     if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
         content = whole_page_text(tree, markdown=markdown, images=images, links=False)
     else:

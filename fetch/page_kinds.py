@@ -12,8 +12,9 @@ prefers it to trafilatura's reading when it holds at least ``MAIN_KEEPS`` of tha
 text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
 (``fetch.hidden``).
 
-A cookie or consent banner (``drop_consent_banners``) is no text of any page: it is removed
-before the page is read, whatever its kind.
+A cookie or consent banner, and a modal dialog outside the main element (a newsletter or
+discount pop-up, a cart drawer), is no text of any page (``drop_overlays``): it is removed before
+the page is read, whatever its kind.
 
 On a page that calls itself an article by ``og:type`` alone, ``grows_inside`` says whether a
 longer reading adds text of the same block as the article reading (that reading cut its own
@@ -101,26 +102,32 @@ _CONSENT_NAMES = re.compile(
 _NOT_BANNERS = frozenset({"html", "head", "body", "main", "article"})
 # A block holding one of these is the page, whatever it is named.
 _PAGE_ITSELF = ".//h1 | .//main | .//article | .//*[@role='main']"
+# A modal dialog outside the main element: a pop-up over the page (a newsletter or discount
+# offer, a cart drawer, a search overlay). Inside it, a dialog opens on the content (a size guide).
+_DIALOG = "self::dialog or @aria-modal='true' or @role='dialog' or @role='alertdialog'"
+_OVERLAYS = f"//body//*[({_DIALOG}) and not(ancestor::main or ancestor::*[@role='main'])]"
 
 
-def drop_consent_banners(tree: lxml.html.HtmlElement) -> None:
-    """Remove the page's cookie and consent banners: the blocks named so (``id``, ``class`` or
-    ``aria-label``: "cookie-notice", "consent", "gdpr", a consent manager's name such as
-    OneTrust or Didomi) that hold no ``<h1>``, main element or article. Their policy text is
+def drop_overlays(tree: lxml.html.HtmlElement) -> None:
+    """Remove what covers the page rather than being part of it, when it holds no ``<h1>``,
+    main element or article: its cookie and consent banners, the blocks named so (``id``,
+    ``class`` or ``aria-label``: "cookie-notice", "consent", "gdpr", a consent manager's name
+    such as OneTrust or Didomi), and its modal dialogs outside the main element (``<dialog>``,
+    role ``dialog`` or ``alertdialog``, ``aria-modal``). Their text (a policy, an offer) is
     often the longest run of prose on a thread or a listing, and extractors take it for the
     content."""
     # A walk in Python, names read from each element's attributes: faster here than an XPath
     # testing every element's names for each word.
-    found = []
+    found = list(tree.xpath(_OVERLAYS))
     for element in tree.iter(etree.Element):
         names = element.attrib
         if not names or element.tag in _NOT_BANNERS:
             continue
         said = f"{names.get('id', '')} {names.get('class', '')} {names.get('aria-label', '')}"
-        if _CONSENT_NAMES.search(said) and not element.xpath(_PAGE_ITSELF):
+        if _CONSENT_NAMES.search(said):
             found.append(element)
-    chosen = set(found)
-    for element in found:
+    chosen = {element for element in found if not element.xpath(_PAGE_ITSELF)}
+    for element in chosen:
         if not any(up in chosen for up in element.iterancestors()):
             _drop(element)
 

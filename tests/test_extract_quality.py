@@ -28,7 +28,7 @@ from fetch.html_text import (
     page_titles,
     peer_items,
 )
-from fetch.page_kinds import drop_consent_banners, grows_inside, main_element
+from fetch.page_kinds import drop_overlays, grows_inside, main_element
 from fetch.reading import read_page
 from fetch.targets import TargetOptions
 
@@ -440,9 +440,28 @@ def test_a_consent_banner_is_no_text_of_the_page() -> None:
     assert "partners store" not in content
     # A block about cookies that is no banner stays.
     tree = lxml.html.document_fromstring(page)
-    drop_consent_banners(tree)
+    drop_overlays(tree)
     assert "oatmeal cookie recipe" in tree.text_content()
     assert "partners store" not in tree.text_content()
+
+
+def test_a_modal_dialog_outside_the_main_element_is_no_text_of_the_page() -> None:
+    offer = (
+        "Join our list and get 15% off your first order, early access to new colours and sales, "
+        "and a note from us twice a month. Unsubscribe at any time; we never share your address."
+    )
+    page = lxml.html.document_fromstring(
+        "<html><body><header>Linen Co</header><main><h1>Percale sheet set</h1>"
+        "<p>Crisp, cool cotton percale.</p><div role='dialog' aria-modal='true' aria-label='Size guide'>"
+        "<p>Fitted sheets fit mattresses up to 16 inches deep.</p></div></main>"
+        f"<div role='dialog' aria-modal='true' aria-label='Email offer'><p>{offer}</p></div>"
+        f"<dialog open><p>{offer}</p></dialog></body></html>"
+    )
+
+    drop_overlays(page)
+
+    assert "up to 16 inches deep" in page.text_content()
+    assert "15% off" not in page.text_content()
 
 
 def course_list(head: str) -> str:
