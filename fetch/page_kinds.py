@@ -92,11 +92,10 @@ def _drop(element: lxml.html.HtmlElement) -> None:
 
 
 # Names (id, class, aria-label) of cookie and consent banners: the words, and the consent
-# managers' own names.
+# managers' own names; matched against lower-cased names (faster than a case-blind pattern).
 _CONSENT_NAMES = re.compile(
     r"consent|gdpr|onetrust|didomi|cookiebot|usercentrics|truste[-_]|trustarc|qc-cmp|sp_message"
-    r"|cookie[-_ ]?(?:banner|bar|notice|consent|popup|modal|dialog|law|settings|preferences|policy)",
-    re.IGNORECASE,
+    r"|cookie[-_ ]?(?:banner|bar|notice|consent|popup|modal|dialog|law|settings|preferences|policy)"
 )
 # Never a banner, whatever their names say ("cookie-banner-visible" on <html>).
 _NOT_BANNERS = frozenset({"html", "head", "body", "main", "article"})
@@ -116,16 +115,16 @@ def drop_overlays(tree: lxml.html.HtmlElement) -> None:
     role ``dialog`` or ``alertdialog``, ``aria-modal``). Their text (a policy, an offer) is
     often the longest run of prose on a thread or a listing, and extractors take it for the
     content."""
-    # A walk in Python, names read from each element's attributes: faster here than an XPath
-    # testing every element's names for each word.
+    # A walk in Python, each name read and tested on its own: faster here than an XPath testing
+    # every element's names for each word.
     found = list(tree.xpath(_OVERLAYS))
     for element in tree.iter(etree.Element):
-        names = element.attrib
-        if not names or element.tag in _NOT_BANNERS:
+        if element.tag in _NOT_BANNERS:
             continue
-        said = f"{names.get('id', '')} {names.get('class', '')} {names.get('aria-label', '')}"
-        if _CONSENT_NAMES.search(said):
-            found.append(element)
+        for name in (element.get("id"), element.get("class"), element.get("aria-label")):
+            if name and _CONSENT_NAMES.search(name.lower()):
+                found.append(element)
+                break
     chosen = {element for element in found if not element.xpath(_PAGE_ITSELF)}
     for element in chosen:
         if not any(up in chosen for up in element.iterancestors()):
