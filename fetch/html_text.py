@@ -1,7 +1,9 @@
 """The main content of an HTML page as Markdown or plain text, with its title, language and
 canonical URL.
 
-First the page's kind, from what it says of itself (schema.org types, ``og:type``): an
+A page's cookie and consent banners and its pop-ups are removed first
+(``page_kinds.drop_overlays``).
+Then the page's kind, from what it says of itself (schema.org types, ``og:type``): an
 article is read by trafilatura favouring precision, and again favouring recall when the precise
 reading is short (the precise one wins unless it cut into the text); any other page (a forum
 thread, a product, documentation, a listing, a page that says nothing) by trafilatura's balanced
@@ -11,9 +13,9 @@ main element it marks, when it has one (fetch/page_kinds.py). On an article
 or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
 body is the content; on a thread or a product page, a long paragraph met again (a reply quoting
 an earlier post, a description shown twice) is left out. When trafilatura finds nothing, or only
-a scrap of a page that holds much more text (an index, a form, an app shell), the whole page is
-flattened instead, so the agent still gets the text it asked for. Text mode leaves the page's
-title to the metadata (docs/fetch-content.md).
+a scrap of a page that holds much more text (an index, a form, an app shell), the page's main
+element, else the whole page, is flattened instead, so the agent still gets the text it asked
+for. Text mode leaves the page's title to the metadata (docs/fetch-content.md).
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
 hostile page costs a limited child its memory and CPU, not a web or worker process. The child
@@ -34,7 +36,14 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from fetch.page_kinds import BALANCED_MORE, MAIN_KEEPS, MAIN_KEEPS_ARTICLE, grows_inside, main_element
+from fetch.page_kinds import (
+    BALANCED_MORE,
+    MAIN_KEEPS,
+    MAIN_KEEPS_ARTICLE,
+    drop_overlays,
+    grows_inside,
+    main_element,
+)
 from fetch.page_text import whole_page_text
 from fetch.peers import peer_items
 
@@ -103,6 +112,7 @@ def html_text(
         return HtmlText("", None, None, None)
     if prepare is not None:
         prepare(tree)
+    drop_overlays(tree)
     if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
         content = whole_page_text(tree, markdown=markdown, images=images, links=False)
     else:
@@ -204,13 +214,20 @@ def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str,
 def _whole_page_instead(
     tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool
 ) -> str | None:
-    """The whole page's text when ``content`` is a scrap of a page holding much more."""
+    """The page's own main element, else the whole page's text, when ``content`` is a scrap of a
+    page holding much more."""
     if len(content) >= SHORT_MAIN_CHARS:
         return None
     whole = whole_page_text(tree, markdown=markdown, images=images)
     # A short extract from a page with much more text is a guess gone wrong (a cookie
-    # banner, a caption): the whole page serves the agent better.
-    return whole if len(whole) > SHORT_RATIO * len(content) else None
+    # banner, a caption): the whole page serves the agent better...
+    if len(whole) <= SHORT_RATIO * len(content):
+        return None
+    # ...and the one main element the page marks, when it holds much more too, better still (a
+    # shop's grid of items without the menus, filters and footer around it).
+    main = main_element(tree)
+    text = whole_page_text(main, markdown=markdown, images=images) if main is not None else ""
+    return text if len(text) > SHORT_RATIO * len(content) else whole
 
 
 def _balanced_instead(

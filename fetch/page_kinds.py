@@ -12,6 +12,10 @@ prefers it to trafilatura's reading when it holds at least ``MAIN_KEEPS`` of tha
 text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
 (``fetch.hidden``).
 
+A cookie or consent banner, and a modal dialog outside the main element (a newsletter or
+discount pop-up, a cart drawer), is no text of any page (``drop_overlays``): it is removed before
+the page is read, whatever its kind.
+
 On a page that calls itself an article by ``og:type`` alone, ``grows_inside`` says whether a
 longer reading adds text of the same block as the article reading (that reading cut its own
 text) or text from elsewhere on the page (``html_text``).
@@ -25,6 +29,7 @@ import copy
 import re
 
 import lxml.html
+from lxml import etree
 
 # The main element is preferred when its text is at least this share of trafilatura's reading
 # (below it, the element is a part of the page, not its content).
@@ -33,6 +38,12 @@ MAIN_KEEPS = 0.8
 # the main element is preferred when it holds at least this many times trafilatura's reading:
 # there the reading, tuned for articles, dropped most of a page of another kind.
 MAIN_KEEPS_ARTICLE = 2.0
+# A link to the element itself, in its first heading (a section's permalink); links were made
+# absolute before (fetch.markdown), so the href ends with the fragment.
+_SELF_LINK = (
+    "(.//h1 | .//h2 | .//h3 | .//h4 | .//h5 | .//h6)[1]"
+    "//a[substring(@href, string-length(@href) - string-length($ref) + 1) = $ref]"
+)
 _MAIN = "//main | //*[@role='main']"
 _FURNITURE = ".//nav | .//header | .//footer | .//aside | .//form | .//button | .//*[@role='navigation']"
 # Class or id words of page furniture inside a main element.
@@ -56,10 +67,21 @@ def main_element(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
     for element in list(main.iter()):
         if not isinstance(element.tag, str):
             continue
-        names = f"{element.get('class') or ''} {element.get('id') or ''}"
+        names = f"{element.get('class') or ''} {_own_id(element)}"
         if _FURNITURE_NAMES.search(names):
             _drop(element)
     return main
+
+
+def _own_id(element: lxml.html.HtmlElement) -> str:
+    """The element's id, unless it is the anchor of a document's section: its heading links to
+    it (``<section id="respond-to-review-comments"><h2>Respond to review comments <a
+    href="#respond-to-review-comments">``). Documentation tools name each section after its
+    title, and a title's words say nothing of furniture."""
+    name = element.get("id") or ""
+    if name and element.xpath(_SELF_LINK, ref=f"#{name}"):
+        return ""
+    return name
 
 
 def _drop(element: lxml.html.HtmlElement) -> None:
@@ -67,6 +89,46 @@ def _drop(element: lxml.html.HtmlElement) -> None:
     # kept by lxml's drop_tree.
     if element.getparent() is not None:
         element.drop_tree()
+
+
+# Names (id, class, aria-label) of cookie and consent banners: the words, and the consent
+# managers' own names; matched against lower-cased names (faster than a case-blind pattern).
+_CONSENT_NAMES = re.compile(
+    r"consent|gdpr|onetrust|didomi|cookiebot|usercentrics|truste[-_]|trustarc|qc-cmp|sp_message"
+    r"|cookie[-_ ]?(?:banner|bar|notice|consent|popup|modal|dialog|law|settings|preferences|policy)"
+)
+# Never a banner, whatever their names say ("cookie-banner-visible" on <html>).
+_NOT_BANNERS = frozenset({"html", "head", "body", "main", "article"})
+# A block holding one of these is the page, whatever it is named.
+_PAGE_ITSELF = ".//h1 | .//main | .//article | .//*[@role='main']"
+# A modal dialog outside the main element: a pop-up over the page (a newsletter or discount
+# offer, a cart drawer, a search overlay). Inside it, a dialog opens on the content (a size guide).
+_DIALOG = "self::dialog or @aria-modal='true' or @role='dialog' or @role='alertdialog'"
+_OVERLAYS = f"//body//*[({_DIALOG}) and not(ancestor::main or ancestor::*[@role='main'])]"
+
+
+def drop_overlays(tree: lxml.html.HtmlElement) -> None:
+    """Remove what covers the page rather than being part of it, when it holds no ``<h1>``,
+    main element or article: its cookie and consent banners, the blocks named so (``id``,
+    ``class`` or ``aria-label``: "cookie-notice", "consent", "gdpr", a consent manager's name
+    such as OneTrust or Didomi), and its modal dialogs outside the main element (``<dialog>``,
+    role ``dialog`` or ``alertdialog``, ``aria-modal``). Their text (a policy, an offer) is
+    often the longest run of prose on a thread or a listing, and extractors take it for the
+    content."""
+    # A walk in Python, each name read and tested on its own: faster here than an XPath testing
+    # every element's names for each word.
+    found = list(tree.xpath(_OVERLAYS))
+    for element in tree.iter(etree.Element):
+        if element.tag in _NOT_BANNERS:
+            continue
+        for name in (element.get("id"), element.get("class"), element.get("aria-label")):
+            if name and _CONSENT_NAMES.search(name.lower()):
+                found.append(element)
+                break
+    chosen = {element for element in found if not element.xpath(_PAGE_ITSELF)}
+    for element in chosen:
+        if not any(up in chosen for up in element.iterancestors()):
+            _drop(element)
 
 
 # An article by og:type alone is read by the fast, article-tuned readings; trafilatura's balanced

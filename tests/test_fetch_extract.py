@@ -122,7 +122,7 @@ def test_markdown_mode_marks_up_headings_and_text_mode_does_not() -> None:
 
 def test_html_whose_main_content_is_a_scrap_of_the_page_falls_back_to_the_whole_page() -> None:
     page = (
-        "<html><body><div class='cookie-banner'>We use cookies</div>"
+        "<html><body><div class='notice'>We use cookies</div>"
         "<footer><h2>Contact</h2><ul><li>Harbour office: 555 0101</li>"
         "<li>Ferry desk: 555 0102</li><li>Lighthouse museum: 555 0103</li></ul></footer></body></html>"
     )
