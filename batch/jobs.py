@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet, prefetch_related_objects
+from django.db.models import Count, Q, QuerySet, prefetch_related_objects
 from django.utils import timezone
 
 from batch import metrics, retention, waits, wakeups, webhooks
@@ -165,13 +165,15 @@ def _touched(job: BatchJob) -> Submitted:
 def _create(caller: ApiKey, targets: Sequence[Target], request: SubmitRequest, now: datetime) -> Submitted:
     """A new job, once both caps have room.
 
-    The total's lock is taken last, after the inserts, so that it is held only for the count
-    that includes this job and for the commit; a full service is refused before any insert
-    (without the lock: a refusal never breaks the cap).
+    Both caps are first read in one count of the live jobs, the caller's and everyone's; a full
+    service is refused there, before any insert (without the lock: a refusal never breaks the
+    cap). The total's lock is taken last, after the inserts, so that it is held only for the
+    count that includes this job and for the commit.
     """
-    if _full(_live_jobs(now).filter(caller=caller), settings.SIFT_BATCH_JOBS_PER_CALLER):
+    live = _live_jobs(now).aggregate(callers=Count("pk", filter=Q(caller=caller)), everyone=Count("pk"))
+    if live["callers"] >= settings.SIFT_BATCH_JOBS_PER_CALLER:
         raise _caller_busy()
-    if _full(_live_jobs(now), settings.SIFT_BATCH_JOBS_TOTAL):
+    if live["everyone"] >= settings.SIFT_BATCH_JOBS_TOTAL:
         raise _jobs_busy()
     job = BatchJob.objects.create(
         caller=caller,
@@ -183,7 +185,10 @@ def _create(caller: ApiKey, targets: Sequence[Target], request: SubmitRequest, n
         callback_url=request.callback_url,
     )
     BatchTarget.objects.bulk_create(
-        BatchTarget(job=job, idx=i, url=t.url, options=t.options.to_dict()) for i, t in enumerate(targets)
+        [
+            BatchTarget(job_id=job.pk, idx=i, url=t.url, options=t.options.to_dict())
+            for i, t in enumerate(targets)
+        ]
     )
     if request.idempotency_key is not None:
         _remember_key(caller, request, job, now)

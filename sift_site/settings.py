@@ -103,10 +103,11 @@ if _database["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so that a qcluster subprocess in the end-to-end tests sees the same
     # database; one per process, so that parallel test runs never share it.
     _database["TEST"] = {"NAME": str(Path(tempfile.gettempdir()) / f"sift-test-{os.getpid()}.sqlite3")}
-# The ASGI entry points (sift_site/asgi.py, sift_site/mcp_asgi.py) turn the pool on: there every
-# request's synchronous code runs in a thread made for it, and a connection kept per thread
-# (conn_max_age) would be opened anew for every request and left behind. The pool keeps a few per
-# process, hands them from request to request and checks each as it hands it out (docs/decisions.md).
+# The ASGI entry points (sift_site/asgi.py, sift_site/mcp_asgi.py) turn the pool on: there request
+# code runs in threads that come and go with the requests in flight, and a connection kept per
+# thread (conn_max_age) would be opened for each new thread and left behind. The pool keeps a few
+# per process, hands them from request to request and checks each as it hands it out
+# (docs/decisions.md).
 SIFT_DATABASE_POOL = env_bool("SIFT_DATABASE_POOL", False)
 SIFT_DATABASE_POOL_SIZE = env_int("SIFT_DATABASE_POOL_SIZE", 16, minimum=1)
 if SIFT_DATABASE_POOL and _database["ENGINE"] == "django.db.backends.postgresql":
