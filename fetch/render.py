@@ -169,7 +169,11 @@ class _Conversation:
         try:
             with self.sock.makefile("rb") as stream:
                 while frame := _read_frame(stream):
-                    self.frames.put(frame)
+                    if "fetch" in frame[0]:  # at once, not after the loop's memory check
+                        with suppress(RuntimeError):  # the pool is shut: the render ended
+                            self.fetchers.submit(self._answer, frame[0])
+                    else:
+                        self.frames.put(frame)
         except (OSError, ValueError):
             pass
         self.frames.put(None)
@@ -212,8 +216,6 @@ class _Conversation:
                 raise _out_of_memory("the page's tab crashed, out of its script heap")
             if "failed" in header:
                 raise RenderCrashed(str(header["failed"]))
-            if "fetch" in header:
-                self.fetchers.submit(self._answer, header)
 
     def _answer(self, request: dict[str, Any]) -> None:
         """The guarded client's answer to one request of the page, within the render's deadline."""

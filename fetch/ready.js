@@ -1,0 +1,106 @@
+// Runs in every frame before the page's scripts (render_server.py, READY_SCRIPT): keeps what the
+// render process asks before it reads the page (docs/rendering.md, "When a page is ready"):
+// when the DOM last changed, and how many things the page still waits for that may change it:
+// fetch() and XHR (a fetch until its body is read), short timers (up to 1 s), animation frames,
+// scripts and stylesheets it added that have not loaded. What a chain of three or more timers or
+// frames sets, and what a setInterval callback asks, is polling or animation: not counted. Also
+// takes SharedWorker away (its requests would escape routing), and keeps the browser's own
+// serializer, which the render process reads the DOM with (state.html).
+(() => {
+  if (window.__siftReady) return;
+  const state = {changed: performance.now(), timers: 0, requests: 0, frames: 0, loading: 0};
+  Object.defineProperty(window, "__siftReady", {value: state});
+  try { Object.defineProperty(window, "SharedWorker", {value: undefined, configurable: false}); } catch (e) {}
+  // The DOM as page.content() gives it, with the getters as they were before the page ran.
+  const getter = (type, name) => Object.getOwnPropertyDescriptor(type.prototype, name).get;
+  const doctype = getter(Document, "doctype"), root = getter(Document, "documentElement");
+  const outer = getter(Element, "outerHTML"), serializer = new XMLSerializer();
+  const serialize = XMLSerializer.prototype.serializeToString;
+  Object.defineProperty(state, "html", {value: () => {
+    const type = doctype.call(document), element = root.call(document);
+    return (type ? serialize.call(serializer, type) : "") + (element ? outer.call(element) : "");
+  }});
+  const changed = () => { state.changed = performance.now(); };
+  // A script or stylesheet the page adds runs or applies only once loaded (its request may be
+  // answered already): counted until its load or error event.
+  const JAVASCRIPT = /^\s*(module|(text|application)\/(x-)?(java|ecma|j|live)script(1\.[0-5])?)?\s*$/i;
+  const watched = new WeakSet();  // a node moved in again loads no more
+  const loads = (node) => {
+    if (watched.has(node)) return false;
+    if (node instanceof HTMLScriptElement) return node.src !== "" && !node.noModule && JAVASCRIPT.test(node.type);
+    if (node instanceof HTMLLinkElement) return node.href !== "" && !node.disabled && node.relList.contains("stylesheet") && !node.relList.contains("alternate");
+    return false;
+  };
+  const watch = (node) => {
+    if (!loads(node)) return;
+    watched.add(node);
+    state.loading++;
+    const done = () => { node.removeEventListener("load", done); node.removeEventListener("error", done); state.loading--; changed(); };
+    node.addEventListener("load", done);
+    node.addEventListener("error", done);
+  };
+  new MutationObserver((records) => {
+    changed();
+    for (const record of records) for (const node of record.addedNodes) watch(node);
+  }).observe(document, {subtree: true, childList: true, characterData: true});
+  const settled = () => { state.requests--; changed(); };
+  let polling = false;  // in a setInterval callback: its requests are the page polling
+  const fetch = window.fetch;
+  window.fetch = function (...args) {
+    if (polling) return fetch.apply(this, args);
+    state.requests++;
+    try { const answer = fetch.apply(this, args); answer.then(settled, settled); return answer; }
+    catch (e) { settled(); throw e; }
+  };
+  // Reading a fetch's body is one more wait before the page writes what it got.
+  for (const name of ["arrayBuffer", "blob", "formData", "json", "text"]) {
+    const read = Response.prototype[name];
+    Response.prototype[name] = function (...args) {
+      if (polling) return read.apply(this, args);
+      state.requests++;
+      try { const body = read.apply(this, args); body.then(settled, settled); return body; }
+      catch (e) { settled(); throw e; }
+    };
+  }
+  const send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = function (...args) {
+    if (polling) return send.apply(this, args);
+    state.requests++;
+    this.addEventListener("loadend", settled);
+    try { return send.apply(this, args); }
+    catch (e) { this.removeEventListener("loadend", settled); settled(); throw e; }
+  };
+  // Timers and animation frames: `level` is how deep in a chain of them a callback runs.
+  let level = 0;
+  const chained = (callback, mine, done) => function (...args) {
+    done();
+    const outer = level, wasPolling = polling; level = mine; polling = polling || mine > 3;
+    try { return callback.apply(this, args); } finally { level = outer; polling = wasPolling; }
+  };
+  const set = window.setTimeout, clear = window.clearTimeout, live = new Set();
+  window.setTimeout = function (callback, delay, ...args) {
+    if (typeof callback !== "function") return set.call(window, callback, delay, ...args);
+    const counted = (Number(delay) || 0) <= 1000 && level < 3;
+    const id = set.call(window, chained(callback, level + 1, () => { if (live.delete(id)) state.timers--; }), delay, ...args);
+    if (counted) { live.add(id); state.timers++; }
+    return id;
+  };
+  window.clearTimeout = function (id) { if (live.delete(id)) state.timers--; return clear.call(window, id); };
+  const frame = window.requestAnimationFrame, cancel = window.cancelAnimationFrame, drawing = new Set();
+  window.requestAnimationFrame = function (callback) {
+    if (typeof callback !== "function") return frame.call(window, callback);
+    const counted = level < 3;
+    const id = frame.call(window, chained(callback, level + 1, () => { if (drawing.delete(id)) state.frames--; }));
+    if (counted) { drawing.add(id); state.frames++; }
+    return id;
+  };
+  window.cancelAnimationFrame = function (id) { if (drawing.delete(id)) state.frames--; return cancel.call(window, id); };
+  const every = window.setInterval;
+  window.setInterval = function (callback, delay, ...args) {
+    if (typeof callback !== "function") return every.call(window, callback, delay, ...args);
+    return every.call(window, function () {
+      polling = true;
+      try { return callback.apply(this, args); } finally { polling = false; }
+    }, delay);
+  };
+})();
