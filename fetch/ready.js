@@ -9,6 +9,7 @@
 (() => {
   if (window.__siftReady) return;
   const state = {changed: performance.now(), timers: 0, requests: 0, frames: 0, loading: 0};
+  const Waiting = Promise, now = performance.now.bind(performance);
   Object.defineProperty(window, "__siftReady", {value: state});
   try { Object.defineProperty(window, "SharedWorker", {value: undefined, configurable: false}); } catch (e) {}
   // The DOM as page.content() gives it, with the getters as they were before the page ran.
@@ -20,7 +21,8 @@
     const type = doctype.call(document), element = root.call(document);
     return (type ? serialize.call(serializer, type) : "") + (element ? outer.call(element) : "");
   }});
-  const changed = () => { state.changed = performance.now(); };
+  const changed = () => { state.changed = now(); };
+  window.addEventListener("load", changed);  // the quiet window starts at load at the earliest
   // A script or stylesheet the page adds runs or applies only once loaded (its request may be
   // answered already): counted until its load or error event.
   const JAVASCRIPT = /^\s*(module|(text|application)\/(x-)?(java|ecma|j|live)script(1\.[0-5])?)?\s*$/i;
@@ -78,8 +80,9 @@
     try { return callback.apply(this, args); } finally { level = outer; polling = wasPolling; }
   };
   const set = window.setTimeout, clear = window.clearTimeout, live = new Set();
+  const run = eval;  // a timer's string runs as the browser would: code in the global scope
   window.setTimeout = function (callback, delay, ...args) {
-    if (typeof callback !== "function") return set.call(window, callback, delay, ...args);
+    if (typeof callback !== "function") { const code = String(callback); callback = () => run(code); }
     const counted = (Number(delay) || 0) <= 1000 && level < 3;
     const id = set.call(window, chained(callback, level + 1, () => { if (live.delete(id)) state.timers--; }), delay, ...args);
     if (counted) { live.add(id); state.timers++; }
@@ -95,6 +98,18 @@
     return id;
   };
   window.cancelAnimationFrame = function (id) { if (drawing.delete(id)) state.frames--; return cancel.call(window, id); };
+  // What the render process waits on: resolves with [ms unchanged, timers and frames, requests
+  // and loads] once none is pending and the DOM has not changed for `quiet` ms, or after `most`.
+  const pending = () => [state.timers + state.frames, state.requests + state.loading];
+  Object.defineProperty(state, "settled", {value: (quiet, most) => new Waiting((resolve) => {
+    const began = now();
+    const look = () => {
+      const [timers, requests] = pending(), unchanged = now() - state.changed, idle = timers + requests === 0;
+      if ((idle && unchanged >= quiet) || now() - began >= most) resolve([unchanged, timers, requests]);
+      else set.call(window, look, idle ? Math.max(1, quiet - unchanged) : 5);
+    };
+    look();
+  })});
   const every = window.setInterval;
   window.setInterval = function (callback, delay, ...args) {
     if (typeof callback !== "function") return every.call(window, callback, delay, ...args);

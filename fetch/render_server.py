@@ -70,7 +70,8 @@ PAGE_COUNTED = frozenset({"fetch", "xhr"})
 QUIET_SECONDS = 0.03
 SETTLE_CAP_SECONDS = 2.0
 REQUEST_CAP_SECONDS = 5.0
-CHECK_SECONDS = 0.01
+CHECK_SECONDS = 0.1  # the longest the page waits in itself before this process looks again
+ROUTED_CHECK_SECONDS = 0.01  # how often a routed request still pending is looked at
 SPARE_WAIT_SECONDS = 3.0  # how long a render waits for the spare tab before making its own
 # Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
 # computed style hides from a reader (fetch/hidden.py drops it).
@@ -78,9 +79,8 @@ HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="u
 # Runs in every frame before the page's scripts: what the page still waits for, when its DOM
 # last changed, and the browser's own serializer for reading the DOM.
 READY_SCRIPT = Path(__file__).with_name("ready.js").read_text(encoding="utf-8")
-READY_STATE = (
-    "() => { const s = window.__siftReady; return s ?"
-    " [performance.now() - s.changed, s.timers + s.frames, s.requests + s.loading] : [1e9, 0, 0]; }"
+READY_WAIT = (
+    "([quiet, most]) => { const s = window.__siftReady; return s ? s.settled(quiet, most) : [1e9, 0, 0]; }"
 )
 # The hidden marks, then the DOM in the page's own world: one round trip, and none of the
 # isolated world page.content() builds on its first use in a document (the fallback).
@@ -327,12 +327,17 @@ async def refuse_socket(socket: WebSocketRoute) -> None:
 
 
 async def settle(page: Page, talk: Job) -> None:
-    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps."""
+    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps.
+
+    The page waits in itself (READY_SCRIPT's ``settled``) for its own counts and DOM, up to
+    CHECK_SECONDS at a time; what only this process knows, the routed requests, is added here.
+    """
     loop = asyncio.get_running_loop()
-    loaded = talk.last_change = max(talk.last_change, loop.time())
+    loaded = loop.time()
     while loop.time() - loaded < REQUEST_CAP_SECONDS:
         try:
-            unchanged_ms, timers, requests = await page.evaluate(READY_STATE)
+            waited = [QUIET_SECONDS * 1000, CHECK_SECONDS * 1000]
+            unchanged_ms, timers, requests = await page.evaluate(READY_WAIT, waited)
         except Error:
             return  # a page navigating away or gone is read as it is
         requests += talk.pending
@@ -342,8 +347,8 @@ async def settle(page: Page, talk: Job) -> None:
             return
         if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
             return  # never quiet: polling, animating
-        idle = requests == 0 and timers == 0  # then the window's end is the next moment worth a look
-        await asyncio.sleep(max(CHECK_SECONDS, QUIET_SECONDS - quiet_for) if idle else CHECK_SECONDS)
+        if talk.pending or now - talk.last_change < QUIET_SECONDS:  # the page alone would not wait
+            await asyncio.sleep(max(ROUTED_CHECK_SECONDS, QUIET_SECONDS - (now - talk.last_change)))
 
 
 async def main(path: str, idle_seconds: float, chromium: str) -> None:
