@@ -13,14 +13,16 @@
   Object.defineProperty(window, "__siftReady", {value: state});
   try { Object.defineProperty(window, "SharedWorker", {value: undefined, configurable: false}); } catch (e) {}
   // The DOM as page.content() gives it, with the getters as they were before the page ran.
-  const getter = (type, name) => Object.getOwnPropertyDescriptor(type.prototype, name).get;
-  const doctype = getter(Document, "doctype"), root = getter(Document, "documentElement");
-  const outer = getter(Element, "outerHTML"), serializer = new XMLSerializer();
-  const serialize = XMLSerializer.prototype.serializeToString;
-  Object.defineProperty(state, "html", {value: () => {
-    const type = doctype.call(document), element = root.call(document);
-    return (type ? serialize.call(serializer, type) : "") + (element ? outer.call(element) : "");
-  }});
+  try {  // without it the render process asks page.content()
+    const getter = (type, name) => Object.getOwnPropertyDescriptor(type.prototype, name).get;
+    const doctype = getter(Document, "doctype"), root = getter(Document, "documentElement");
+    const outer = getter(Element, "outerHTML"), serializer = new XMLSerializer();
+    const serialize = XMLSerializer.prototype.serializeToString;
+    Object.defineProperty(state, "html", {value: () => {
+      const type = doctype.call(document), element = root.call(document);
+      return (type ? serialize.call(serializer, type) : "") + (element ? outer.call(element) : "");
+    }});
+  } catch (e) {}
   const changed = () => { state.changed = now(); };
   window.addEventListener("load", changed);  // the quiet window starts at load at the earliest
   // A script or stylesheet the page adds runs or applies only once loaded (its request may be

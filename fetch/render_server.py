@@ -86,7 +86,7 @@ READY_WAIT = (
 # isolated world page.content() builds on its first use in a document (the fallback).
 READ_DOM = (
     "() => { " + HIDDEN_MARKS + "\n const s = window.__siftReady;"
-    " try { return s ? s.html() : null; } catch (e) { return null; } }"
+    " try { return s && s.html ? s.html() : null; } catch (e) { return null; } }"
 )
 
 
