@@ -252,7 +252,7 @@ def main() -> None:
         type=float,
         default=0.3,
         metavar="SECONDS",
-        help="idle time after each render, so no row's leftover work lands in the next (default: %(default)s)",
+        help="idle time after each render: no row's leftover work lands in the next (default: %(default)s)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

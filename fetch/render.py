@@ -39,8 +39,8 @@ from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome, RetryAfter
 from fetch.proctree import alive as _alive
+from fetch.proctree import tree_over
 from fetch.proctree import tree_pids as _tree_pids
-from fetch.proctree import tree_pss
 
 SERVER = Path(__file__).with_name("render_server.py")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -196,7 +196,7 @@ class _Conversation:
                 )
             if now - checked >= POLL_SECONDS:
                 checked = now
-                if tree_pss(self.pid) > settings.SIFT_RENDER_MAX_MEMORY:
+                if tree_over(self.pid, settings.SIFT_RENDER_MAX_MEMORY):
                     self.over_memory = True
                     raise _out_of_memory("the browser held more memory than a render may")
             try:

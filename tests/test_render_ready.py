@@ -4,12 +4,13 @@ whatever the page did to its own serializers."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 from werkzeug import Request, Response
 
-from fetch import render
+from fetch import proctree, render
 
 from .browsers import BROWSER_TESTS
 from .test_render import ONLY_127_0_0_1
@@ -132,3 +133,11 @@ def test_a_page_polling_and_animating_forever_is_read_well_before_the_cap(agent,
     assert response.status_code == 200, response.content
     assert "The polling page wrote this sentence once." in response.json()["content"]
     assert took < 1.5  # the 2 s cap is for pages that keep counted work going; this one keeps none
+
+
+def test_a_tree_is_over_a_memory_limit_by_its_pss_and_under_it_by_its_resident_size_alone(monkeypatch):
+    pid = os.getpid()
+    assert proctree.tree_over(pid, 1 << 20)  # this interpreter holds more than 1 MiB
+    assert not proctree.tree_over(pid, 1 << 50)
+    monkeypatch.setattr(proctree, "_pss", lambda pids: pytest.fail("no PSS read under the limit"))
+    assert not proctree.tree_over(pid, 1 << 50)
