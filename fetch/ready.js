@@ -81,16 +81,34 @@
     const outer = level, wasPolling = polling; level = mine; polling = polling || mine > 3;
     try { return callback.apply(this, args); } finally { level = outer; polling = wasPolling; }
   };
-  const set = window.setTimeout, clear = window.clearTimeout, live = new Set();
+  // Timers a chain sets past the third, and intervals, are not waited for; those due within
+  // SHORT ms (`short`) make the quiet window the longer one: the page may be waiting for a
+  // condition it checks that often ("is the data there yet?").
+  const SHORT = 100;
+  const set = window.setTimeout, clear = window.clearTimeout, live = new Set(), short = new Set();
   const run = eval;  // a timer's string runs as the browser would: code in the global scope
   window.setTimeout = function (callback, delay, ...args) {
     if (typeof callback !== "function") { const code = String(callback); callback = () => run(code); }
-    const counted = (Number(delay) || 0) <= 1000 && level < 3;
-    const id = set.call(window, chained(callback, level + 1, () => { if (live.delete(id)) state.timers--; }), delay, ...args);
-    if (counted) { live.add(id); state.timers++; }
+    const due = Number(delay) || 0, counted = due <= 1000 && level < 3;
+    const fired = () => { if (live.delete(id)) state.timers--; short.delete(id); };
+    const id = set.call(window, chained(callback, level + 1, fired), delay, ...args);
+    if (counted) { live.add(id); state.timers++; } else if (due <= SHORT) short.add(id);
     return id;
   };
-  window.clearTimeout = function (id) { if (live.delete(id)) state.timers--; return clear.call(window, id); };
+  // Timeouts and intervals share their ids: either call clears either.
+  const forget = (id) => { if (live.delete(id)) state.timers--; short.delete(id); };
+  window.clearTimeout = function (id) { forget(id); return clear.call(window, id); };
+  const every = window.setInterval, stop = window.clearInterval;
+  window.clearInterval = function (id) { forget(id); return stop.call(window, id); };
+  window.setInterval = function (callback, delay, ...args) {
+    if (typeof callback !== "function") return every.call(window, callback, delay, ...args);
+    const id = every.call(window, function () {
+      polling = true;
+      try { return callback.apply(this, args); } finally { polling = false; }
+    }, delay);
+    if ((Number(delay) || 0) <= SHORT) short.add(id);
+    return id;
+  };
   const frame = window.requestAnimationFrame, cancel = window.cancelAnimationFrame, drawing = new Set();
   window.requestAnimationFrame = function (callback) {
     if (typeof callback !== "function") return frame.call(window, callback);
@@ -101,23 +119,17 @@
   };
   window.cancelAnimationFrame = function (id) { if (drawing.delete(id)) state.frames--; return cancel.call(window, id); };
   // What the render process waits on: resolves with [ms unchanged, timers and frames, requests
-  // and loads] once none is pending and the DOM has not changed for `quiet` ms, or after `most`.
+  // and loads, the window] once none is pending and the DOM has not changed for the window
+  // (`quiet` ms, `longer` while a short timer or interval is set), or after `most` ms.
   const pending = () => [state.timers + state.frames, state.requests + state.loading];
-  Object.defineProperty(state, "settled", {value: (quiet, most) => new Waiting((resolve) => {
+  Object.defineProperty(state, "settled", {value: (quiet, longer, most) => new Waiting((resolve) => {
     const began = now();
     const look = () => {
       const [timers, requests] = pending(), unchanged = now() - state.changed, idle = timers + requests === 0;
-      if ((idle && unchanged >= quiet) || now() - began >= most) resolve([unchanged, timers, requests]);
-      else set.call(window, look, idle ? Math.max(1, quiet - unchanged) : 5);
+      const wanted = short.size ? longer : quiet;
+      if ((idle && unchanged >= wanted) || now() - began >= most) resolve([unchanged, timers, requests, wanted]);
+      else set.call(window, look, idle ? Math.max(1, wanted - unchanged) : 5);
     };
     look();
   })});
-  const every = window.setInterval;
-  window.setInterval = function (callback, delay, ...args) {
-    if (typeof callback !== "function") return every.call(window, callback, delay, ...args);
-    return every.call(window, function () {
-      polling = true;
-      try { return callback.apply(this, args); } finally { polling = false; }
-    }, delay);
-  };
 })();

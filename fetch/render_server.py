@@ -68,6 +68,9 @@ PAGE_COUNTED = frozenset({"fetch", "xhr"})
 # routed request has changed for QUIET_SECONDS; at SETTLE_CAP_SECONDS after `load` when no
 # request is pending (a page that never goes quiet), at REQUEST_CAP_SECONDS in any case.
 QUIET_SECONDS = 0.03
+# The window while the page has a timer or interval due within 0.1 s that is not waited for
+# (READY_SCRIPT's `short`): it may be checking for something that often.
+LONGER_QUIET_SECONDS = 0.1
 SETTLE_CAP_SECONDS = 2.0
 REQUEST_CAP_SECONDS = 5.0
 CHECK_SECONDS = 0.1  # the longest the page waits in itself before this process looks again
@@ -80,7 +83,8 @@ HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="u
 # last changed, and the browser's own serializer for reading the DOM.
 READY_SCRIPT = Path(__file__).with_name("ready.js").read_text(encoding="utf-8")
 READY_WAIT = (
-    "([quiet, most]) => { const s = window.__siftReady; return s ? s.settled(quiet, most) : [1e9, 0, 0]; }"
+    "([quiet, longer, most]) => { const s = window.__siftReady;"
+    " return s ? s.settled(quiet, longer, most) : [1e9, 0, 0, quiet]; }"
 )
 # The hidden marks, then the DOM in the page's own world: one round trip, and none of the
 # isolated world page.content() builds on its first use in a document (the fallback).
@@ -336,14 +340,14 @@ async def settle(page: Page, talk: Job) -> None:
     loaded = loop.time()
     while loop.time() - loaded < REQUEST_CAP_SECONDS:
         try:
-            waited = [QUIET_SECONDS * 1000, CHECK_SECONDS * 1000]
-            unchanged_ms, timers, requests = await page.evaluate(READY_WAIT, waited)
+            windows = [QUIET_SECONDS * 1000, LONGER_QUIET_SECONDS * 1000, CHECK_SECONDS * 1000]
+            unchanged_ms, timers, requests, window_ms = await page.evaluate(READY_WAIT, windows)
         except Error:
             return  # a page navigating away or gone is read as it is
         requests += talk.pending
         now = loop.time()
-        quiet_for = min(now - talk.last_change, unchanged_ms / 1000)
-        if requests == 0 and timers == 0 and quiet_for >= QUIET_SECONDS:
+        routed_quiet = now - talk.last_change >= QUIET_SECONDS
+        if requests == 0 and timers == 0 and routed_quiet and unchanged_ms >= window_ms:
             return
         if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
             return  # never quiet: polling, animating

@@ -4,6 +4,7 @@ whatever the page did to its own serializers."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -110,7 +111,8 @@ POLLING_PAGE = """<!doctype html><html lang="en"><head><title>Polling</title></h
 <main><article id="out"><h1>Polling</h1></article></main>
 <script>
 const out = document.getElementById("out");
-setInterval(() => fetch("/tick.json").then(r => r.json()).then(t => { document.title = "tick " + t.n; }), 50);
+setInterval(() => fetch("/tick.json").then(r => r.json())
+  .then(t => { document.title = "tick " + t.n; }), 150);
 (function again() { requestAnimationFrame(again); out.dataset.frame = String(performance.now()); })();
 fetch("/tick.json").then(r => r.json()).then(() => {
   const p = document.createElement("p"); p.textContent = "The polling page wrote this sentence once.";
@@ -141,3 +143,33 @@ def test_a_tree_is_over_a_memory_limit_by_its_pss_and_under_it_by_its_resident_s
     assert not proctree.tree_over(pid, 1 << 50)
     monkeypatch.setattr(proctree, "_pss", lambda pids: pytest.fail("no PSS read under the limit"))
     assert not proctree.tree_over(pid, 1 << 50)
+
+
+CHECKING_PAGE = f"""<!doctype html><html lang="en"><head><title>Checking</title></head><body>
+<main><article id="out"><h1>Checking</h1></article></main>
+<script>
+const out = document.getElementById("out");
+{WRITE}
+fetch("/data.json").then(r => r.json()).then(data => {{ window.data = data; }});
+const every = setInterval(() => {{
+  if (window.data) {{ clearInterval(every); write(window.data.first); }}
+}}, 70);
+(function check() {{ if (window.data) write(window.data.second); else setTimeout(check, 70); }})();
+</script></body></html>"""
+
+
+def test_a_page_checking_every_70_ms_whether_its_data_came_is_read_after_it_wrote(
+    agent, httpserver, ready_settings
+):
+    _, client = agent
+    httpserver.expect_request("/checking").respond_with_data(CHECKING_PAGE, content_type="text/html")
+    data = {"first": "An interval found the data and wrote this.", "second": "A chain of timers wrote this."}
+    answer = _slow(json.dumps(data), "application/json", 0.3)
+    httpserver.expect_request("/data.json").respond_with_handler(answer)
+
+    response = client.get("/v1/fetch", url=httpserver.url_for("/checking"), render="true")
+
+    assert response.status_code == 200, response.content
+    content = response.json()["content"]
+    assert "An interval found the data and wrote this." in content
+    assert "A chain of timers wrote this." in content
