@@ -43,10 +43,12 @@
     node.addEventListener("load", done);
     node.addEventListener("error", done);
   };
-  new MutationObserver((records) => {
+  const note = (records) => {
     changed();
     for (const record of records) for (const node of record.addedNodes) watch(node);
-  }).observe(document, {subtree: true, childList: true, characterData: true});
+  };
+  const observer = new MutationObserver(note);
+  observer.observe(document, {subtree: true, childList: true, characterData: true});
   const settled = () => { state.requests--; changed(); };
   let polling = false;  // in a setInterval callback: its requests are the page polling
   const fetch = window.fetch;
@@ -74,12 +76,20 @@
     try { return send.apply(this, args); }
     catch (e) { this.removeEventListener("loadend", settled); settled(); throw e; }
   };
-  // Timers and animation frames: `level` is how deep in a chain of them a callback runs.
-  let level = 0;
+  // Timers and animation frames: `level` is how deep in a chain of them a callback runs. A
+  // callback past the third that changed the DOM is work still going on (a list written a frame
+  // at a time), not animation: the short timers and frames it set are counted after all
+  // (`later`, what each would need to be counted).
+  let level = 0, later = null;
   const chained = (callback, mine, done) => function (...args) {
     done();
-    const outer = level, wasPolling = polling; level = mine; polling = polling || mine > 3;
-    try { return callback.apply(this, args); } finally { level = outer; polling = wasPolling; }
+    const outer = level, wasPolling = polling, outerLater = later;
+    level = mine; polling = polling || mine > 3; later = [];
+    try { return callback.apply(this, args); } finally {
+      const records = observer.takeRecords();
+      if (records.length) { note(records); for (const count of later) count(); }
+      level = outer; polling = wasPolling; later = outerLater;
+    }
   };
   // Timers a chain sets past the third, and intervals, are not waited for; those due within
   // SHORT ms (`short`) make the quiet window the longer one: the page may be waiting for a
@@ -92,7 +102,10 @@
     const due = Number(delay) || 0, counted = due <= 1000 && level < 3;
     const fired = () => { if (live.delete(id)) state.timers--; short.delete(id); };
     const id = set.call(window, chained(callback, level + 1, fired), delay, ...args);
-    if (counted) { live.add(id); state.timers++; } else if (due <= SHORT) short.add(id);
+    if (counted) { live.add(id); state.timers++; } else if (due <= SHORT) {
+      short.add(id);
+      if (later) later.push(() => { if (short.has(id)) { live.add(id); state.timers++; } });
+    }
     return id;
   };
   // Timeouts and intervals share their ids: either call clears either.
@@ -109,26 +122,38 @@
     if ((Number(delay) || 0) <= SHORT) short.add(id);
     return id;
   };
-  const frame = window.requestAnimationFrame, cancel = window.cancelAnimationFrame, drawing = new Set();
+  const frame = window.requestAnimationFrame, cancel = window.cancelAnimationFrame;
+  const drawing = new Set(), unseen = new Set();
   window.requestAnimationFrame = function (callback) {
     if (typeof callback !== "function") return frame.call(window, callback);
     const counted = level < 3;
-    const id = frame.call(window, chained(callback, level + 1, () => { if (drawing.delete(id)) state.frames--; }));
-    if (counted) { drawing.add(id); state.frames++; }
+    const fired = () => { if (drawing.delete(id)) state.frames--; unseen.delete(id); };
+    const id = frame.call(window, chained(callback, level + 1, fired));
+    if (counted) { drawing.add(id); state.frames++; } else if (later) {
+      unseen.add(id);
+      later.push(() => { if (unseen.delete(id)) { drawing.add(id); state.frames++; } });
+    }
     return id;
   };
-  window.cancelAnimationFrame = function (id) { if (drawing.delete(id)) state.frames--; return cancel.call(window, id); };
+  window.cancelAnimationFrame = function (id) {
+    if (drawing.delete(id)) state.frames--;
+    unseen.delete(id);
+    return cancel.call(window, id);
+  };
   // What the render process waits on: resolves with [ms unchanged, timers and frames, requests
   // and loads, the window] once none is pending and the DOM has not changed for the window
   // (`quiet` ms, `longer` while a short timer or interval is set), or after `most` ms.
   const pending = () => [state.timers + state.frames, state.requests + state.loading];
+  const hop = new MessageChannel();
   Object.defineProperty(state, "settled", {value: (quiet, longer, most) => new Waiting((resolve) => {
     const began = now();
+    let hopped = false;  // a task the page queued before the answer (postMessage: schedulers) runs first
     const look = () => {
       const [timers, requests] = pending(), unchanged = now() - state.changed, idle = timers + requests === 0;
       const wanted = short.size ? longer : quiet;
-      if ((idle && unchanged >= wanted) || now() - began >= most) resolve([unchanged, timers, requests, wanted]);
-      else set.call(window, look, idle ? Math.max(1, wanted - unchanged) : 5);
+      if (idle && unchanged >= wanted && !hopped) { hopped = true; hop.port1.onmessage = look; hop.port2.postMessage(0); }
+      else if ((idle && unchanged >= wanted) || now() - began >= most) resolve([unchanged, timers, requests, wanted]);
+      else { hopped = false; set.call(window, look, idle ? Math.max(1, wanted - unchanged) : 5); }
     };
     look();
   })});

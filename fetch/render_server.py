@@ -64,10 +64,13 @@ LAUNCH_ARGS = [
 SKIPPED_TYPES = frozenset({"image", "media", "font"})
 PAGE_COUNTED = frozenset({"fetch", "xhr"})
 # The page is ready when, after `load`, nothing it waits for is pending (a request, a body, a
-# script or stylesheet it added, a counted timer or animation frame) and neither its DOM nor a
-# routed request has changed for QUIET_SECONDS; at SETTLE_CAP_SECONDS after `load` when no
-# request is pending (a page that never goes quiet), at REQUEST_CAP_SECONDS in any case.
-QUIET_SECONDS = 0.03
+# script or stylesheet it added, a counted timer or animation frame), its DOM has not changed
+# for QUIET_SECONDS (longer than a frame at 60 Hz) and no routed request has ended for
+# ROUTED_QUIET_SECONDS (what a response starts, a module running, a worker's message, is not
+# counted); at SETTLE_CAP_SECONDS after `load` when no request is pending (a page that never
+# goes quiet), at REQUEST_CAP_SECONDS in any case.
+QUIET_SECONDS = 0.02
+ROUTED_QUIET_SECONDS = 0.03
 # The window while the page has a timer or interval due within 0.1 s that is not waited for
 # (READY_SCRIPT's `short`): it may be checking for something that often.
 LONGER_QUIET_SECONDS = 0.1
@@ -346,13 +349,13 @@ async def settle(page: Page, talk: Job) -> None:
             return  # a page navigating away or gone is read as it is
         requests += talk.pending
         now = loop.time()
-        routed_quiet = now - talk.last_change >= QUIET_SECONDS
+        routed_quiet = now - talk.last_change >= ROUTED_QUIET_SECONDS
         if requests == 0 and timers == 0 and routed_quiet and unchanged_ms >= window_ms:
             return
         if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
             return  # never quiet: polling, animating
-        if talk.pending or now - talk.last_change < QUIET_SECONDS:  # the page alone would not wait
-            await asyncio.sleep(max(ROUTED_CHECK_SECONDS, QUIET_SECONDS - (now - talk.last_change)))
+        if talk.pending or not routed_quiet:  # the page alone would not wait
+            await asyncio.sleep(max(ROUTED_CHECK_SECONDS, ROUTED_QUIET_SECONDS - (now - talk.last_change)))
 
 
 async def main(path: str, idle_seconds: float, chromium: str) -> None:

@@ -173,3 +173,32 @@ def test_a_page_checking_every_70_ms_whether_its_data_came_is_read_after_it_wrot
     content = response.json()["content"]
     assert "An interval found the data and wrote this." in content
     assert "A chain of timers wrote this." in content
+
+
+FRAMES_PAGE = f"""<!doctype html><html lang="en"><head><title>Frames</title></head><body>
+<main><article id="out"><h1>Frames</h1></article></main>
+<script>
+const out = document.getElementById("out");
+{WRITE}
+let line = 0;
+(function next() {{
+  write("Frame " + (++line) + " wrote its line.");
+  if (line < 12) requestAnimationFrame(next);
+}})();
+(function spin() {{ out.dataset.angle = String(performance.now() % 360); requestAnimationFrame(spin); }})();
+</script></body></html>"""
+
+
+def test_a_list_written_a_frame_at_a_time_is_read_whole_beside_an_endless_animation(
+    agent, httpserver, ready_settings
+):
+    _, client = agent
+    httpserver.expect_request("/frames").respond_with_data(FRAMES_PAGE, content_type="text/html")
+
+    began = time.monotonic()
+    response = client.get("/v1/fetch", url=httpserver.url_for("/frames"), render="true")
+    took = time.monotonic() - began
+
+    assert response.status_code == 200, response.content
+    assert "Frame 12 wrote its line." in response.json()["content"]
+    assert took < 1.5  # the animation, which changes no text, does not hold the page to the cap
