@@ -141,20 +141,32 @@
     return cancel.call(window, id);
   };
   // What the render process waits on: resolves with [ms unchanged, timers and frames, requests
-  // and loads, the window] once none is pending and the DOM has not changed for the window
-  // (`quiet` ms, `longer` while a short timer or interval is set), or after `most` ms.
+  // and loads, the window] once none is pending, the DOM has not changed for the window (`quiet`
+  // ms, `longer` while a short timer or interval is set) and a message through a channel has
+  // come back (a task the page queued before it, postMessage as schedulers use, runs first); or
+  // after `most` ms. The channel and its handler are set before the page runs.
   const pending = () => [state.timers + state.frames, state.requests + state.loading];
-  const hop = new MessageChannel();
+  const hop = new MessageChannel(), post = MessagePort.prototype.postMessage;
+  let hopped = null;
+  hop.port1.onmessage = () => { const then = hopped; hopped = null; if (then) then(); };
   Object.defineProperty(state, "settled", {value: (quiet, longer, most) => new Waiting((resolve) => {
     const began = now();
-    let hopped = false;  // a task the page queued before the answer (postMessage: schedulers) runs first
-    const look = () => {
+    let done = false;
+    const look = (afterHop) => {
+      if (done) return;
       const [timers, requests] = pending(), unchanged = now() - state.changed, idle = timers + requests === 0;
-      const wanted = short.size ? longer : quiet;
-      if (idle && unchanged >= wanted && !hopped) { hopped = true; hop.port1.onmessage = look; hop.port2.postMessage(0); }
-      else if ((idle && unchanged >= wanted) || now() - began >= most) resolve([unchanged, timers, requests, wanted]);
-      else { hopped = false; set.call(window, look, idle ? Math.max(1, wanted - unchanged) : 5); }
+      const wanted = short.size ? longer : quiet, still = idle && unchanged >= wanted;
+      if ((still && afterHop) || now() - began >= most) {
+        done = true;
+        resolve([unchanged, timers, requests, wanted]);
+      } else if (still) {
+        hopped = () => look(true);
+        post.call(hop.port2, 0);
+      } else {
+        set.call(window, () => look(false), idle ? Math.max(1, wanted - unchanged) : 5);
+      }
     };
-    look();
+    set.call(window, () => look(false), most + 1);  // answers even if the message never came back
+    look(false);
   })});
 })();

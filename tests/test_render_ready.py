@@ -91,16 +91,22 @@ TAMPERED_PAGE = """<!doctype html><html lang="en"><head><title>Tampered</title><
 <script>
 Object.defineProperty(Element.prototype, "outerHTML", {get() { return "<body>a fake page</body>"; }});
 window.XMLSerializer = undefined;
+MessagePort.prototype.postMessage = function () {};
 </script></body></html>"""
 
 
-def test_the_dom_is_read_with_the_browsers_own_serializer(agent, httpserver, ready_settings):
+def test_the_dom_is_read_with_the_browsers_own_serializer_and_readiness_its_own_channel(
+    agent, httpserver, ready_settings
+):
     _, client = agent
     httpserver.expect_request("/tampered").respond_with_data(TAMPERED_PAGE, content_type="text/html")
 
+    began = time.monotonic()
     response = client.get("/v1/fetch", url=httpserver.url_for("/tampered"), render="true")
+    took = time.monotonic() - began
 
     assert response.status_code == 200, response.content
+    assert took < 1.5
     content = response.json()["content"]
     assert "The real sentence about spring tides" in content
     assert "fake page" not in content
