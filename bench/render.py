@@ -166,7 +166,7 @@ def _prime(url: str, marker: str) -> None:
         time.sleep(0.1)
 
 
-def scripted(rounds: int, crawl4ai: str | None = None) -> None:
+def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> None:
     from fetch import render
 
     render.stop_server()  # a render process left by an earlier run would make the first render warm
@@ -194,6 +194,7 @@ def scripted(rounds: int, crawl4ai: str | None = None) -> None:
                 for path, marker in markers.items():
                     for name, row in rows.items():
                         took, ok = row(f"{base}{path}?round={number}", marker)
+                        time.sleep(pause)  # what a row leaves running (a closing tab, a spare) ends first
                         seconds[name].append(took)
                         per_page[path][name].append(took)
                         right[name] += ok
@@ -246,6 +247,13 @@ def main() -> None:
     parser.add_argument("--soak", type=int, default=0, metavar="N", help="N renders in a row, leak check")
     parser.add_argument("--crawl4ai", metavar="PYTHON", help="a column for Crawl4AI, run by this interpreter")
     parser.add_argument("--chromium", metavar="PATH", help="SIFT_RENDER_CHROMIUM (default: its default)")
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=0.3,
+        metavar="SECONDS",
+        help="idle time after each render: no row's leftover work lands in the next (default: %(default)s)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = harness.service_env(
@@ -269,7 +277,7 @@ def main() -> None:
 
                 articles_run(article_pages(parser, args.data, args.pages))
             else:
-                scripted(args.rounds, args.crawl4ai)
+                scripted(args.rounds, args.crawl4ai, args.pause)
 
 
 if __name__ == "__main__":

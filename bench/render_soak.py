@@ -28,11 +28,11 @@ class BrowserPeak:
         self._thread.join()
 
     def _sample(self) -> None:
-        from fetch import render
+        from fetch import proctree, render
 
         while not self._stop.wait(0.1):
             for pid in render.running_pids():
-                self.peak = max(self.peak, render.tree_pss(pid))
+                self.peak = max(self.peak, proctree.tree_pss(pid))
 
 
 def own_peak_bytes() -> int:
@@ -92,7 +92,7 @@ HOG = (
 
 def _processes() -> tuple[int, int, int]:
     """The render process's tree (processes, PSS) and the Chromium processes left to init."""
-    from fetch import render
+    from fetch import proctree, render
 
     pids = render.running_pids()
     tree = set().union(*(render._tree_pids(pid) for pid in pids)) if pids else set()
@@ -105,7 +105,7 @@ def _processes() -> tuple[int, int, int]:
         name, rest = stat.split("(", 1)[1].rsplit(")", 1)
         if "chrom" in name and rest.split()[1] == "1":
             orphans += 1
-    return len(tree), sum(render.tree_pss(pid) for pid in pids), orphans
+    return len(tree), sum(proctree.tree_pss(pid) for pid in pids), orphans
 
 
 def soak(count: int) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
@@ -44,8 +46,30 @@ def tree_pss(root: int) -> int:
 
     Proportional set sizes, so the pages Chromium's processes share are counted once in all.
     """
+    return _pss(tree_pids(root))
+
+
+def tree_over(root: int, limit: int) -> bool:
+    """Whether ``tree_pss(root)`` is over ``limit``. The resident sizes are summed first: each is
+    at least the proportional one, and reading them walks no process's memory (``smaps_rollup``
+    does, taking CPU from the browser while it renders), so the PSS is read only past the limit."""
+    pids = tree_pids(root)
+    return _rss(pids) > limit and _pss(pids) > limit
+
+
+def _rss(pids: set[int]) -> int:
     total = 0
-    for pid in tree_pids(root):
+    for pid in pids:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _pss(pids: set[int]) -> int:
+    total = 0
+    for pid in pids:
         try:
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except OSError:

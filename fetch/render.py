@@ -39,8 +39,8 @@ from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome, RetryAfter
 from fetch.proctree import alive as _alive
+from fetch.proctree import tree_over
 from fetch.proctree import tree_pids as _tree_pids
-from fetch.proctree import tree_pss
 
 SERVER = Path(__file__).with_name("render_server.py")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -169,7 +169,11 @@ class _Conversation:
         try:
             with self.sock.makefile("rb") as stream:
                 while frame := _read_frame(stream):
-                    self.frames.put(frame)
+                    if "fetch" in frame[0]:  # at once, not after the loop's memory check
+                        with suppress(RuntimeError):  # the pool is shut: the render ended
+                            self.fetchers.submit(self._answer, frame[0])
+                    else:
+                        self.frames.put(frame)
         except (OSError, ValueError):
             pass
         self.frames.put(None)
@@ -192,7 +196,7 @@ class _Conversation:
                 )
             if now - checked >= POLL_SECONDS:
                 checked = now
-                if tree_pss(self.pid) > settings.SIFT_RENDER_MAX_MEMORY:
+                if tree_over(self.pid, settings.SIFT_RENDER_MAX_MEMORY):
                     self.over_memory = True
                     raise _out_of_memory("the browser held more memory than a render may")
             try:
@@ -212,8 +216,6 @@ class _Conversation:
                 raise _out_of_memory("the page's tab crashed, out of its script heap")
             if "failed" in header:
                 raise RenderCrashed(str(header["failed"]))
-            if "fetch" in header:
-                self.fetchers.submit(self._answer, header)
 
     def _answer(self, request: dict[str, Any]) -> None:
         """The guarded client's answer to one request of the page, within the render's deadline."""

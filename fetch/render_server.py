@@ -63,70 +63,37 @@ LAUNCH_ARGS = [
 # Skipped for speed: they never change the text.
 SKIPPED_TYPES = frozenset({"image", "media", "font"})
 PAGE_COUNTED = frozenset({"fetch", "xhr"})
-# The page is ready when, after `load`, no request is pending, no counted timer is set and the
-# DOM has not changed for QUIET_SECONDS; at SETTLE_CAP_SECONDS after `load` when no request is
-# pending (a page that never goes quiet), at REQUEST_CAP_SECONDS in any case.
-QUIET_SECONDS = 0.1
+# The page is ready when, after `load`, nothing it waits for is pending (a request, a body, a
+# script or stylesheet it added, a counted timer or animation frame), its DOM has not changed
+# for QUIET_SECONDS (longer than a frame at 60 Hz) and no routed request has ended for
+# ROUTED_QUIET_SECONDS (what a response starts, a module running, a worker's message, is not
+# counted); at SETTLE_CAP_SECONDS after `load` when no request is pending (a page that never
+# goes quiet), at REQUEST_CAP_SECONDS in any case.
+QUIET_SECONDS = 0.02
+ROUTED_QUIET_SECONDS = 0.03
+# The window while the page has a timer or interval due within 0.1 s that is not waited for
+# (READY_SCRIPT's `short`): it may be checking for something that often.
+LONGER_QUIET_SECONDS = 0.1
 SETTLE_CAP_SECONDS = 2.0
 REQUEST_CAP_SECONDS = 5.0
-CHECK_SECONDS = 0.02
+CHECK_SECONDS = 0.1  # the longest the page waits in itself before this process looks again
+ROUTED_CHECK_SECONDS = 0.01  # how often a routed request still pending is looked at
 SPARE_WAIT_SECONDS = 3.0  # how long a render waits for the spare tab before making its own
 # Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
 # computed style hides from a reader (fetch/hidden.py drops it).
 HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="utf-8")
-# Runs in every frame before the page's scripts: records when the DOM last changed and counts
-# pending short timers (up to 1 s, and not those a chain of timers keeps setting: polling), and
-# takes SharedWorker away (its requests would escape routing).
-READY_SCRIPT = """(() => {
-  if (window.__siftReady) return;
-  const state = {changed: performance.now(), timers: 0, requests: 0};
-  Object.defineProperty(window, "__siftReady", {value: state});
-  try { Object.defineProperty(window, "SharedWorker", {value: undefined, configurable: false}); } catch (e) {}
-  new MutationObserver(() => { state.changed = performance.now(); })
-    .observe(document, {subtree: true, childList: true, characterData: true});
-  const settled = () => { state.requests--; state.changed = performance.now(); };
-  let polling = false;  // in a setInterval callback: its requests are the page polling
-  const fetch = window.fetch;
-  window.fetch = function (...args) {
-    if (polling) return fetch.apply(this, args);
-    state.requests++;
-    try { const answer = fetch.apply(this, args); answer.then(settled, settled); return answer; }
-    catch (e) { settled(); throw e; }
-  };
-  const send = XMLHttpRequest.prototype.send;
-  XMLHttpRequest.prototype.send = function (...args) {
-    if (polling) return send.apply(this, args);
-    state.requests++;
-    this.addEventListener("loadend", settled);
-    try { return send.apply(this, args); }
-    catch (e) { this.removeEventListener("loadend", settled); settled(); throw e; }
-  };
-  const set = window.setTimeout, clear = window.clearTimeout, live = new Set();
-  let level = 0;
-  window.setTimeout = function (callback, delay, ...args) {
-    const counted = typeof callback === "function" && (Number(delay) || 0) <= 1000 && level < 3;
-    const mine = level + 1;
-    const id = set.call(window, function () {
-      if (live.delete(id)) state.timers--;
-      const outer = level, wasPolling = polling; level = mine; polling = polling || mine > 3;
-      try { return callback.apply(this, args); } finally { level = outer; polling = wasPolling; }
-    }, delay);
-    if (counted) { live.add(id); state.timers++; }
-    return id;
-  };
-  const every = window.setInterval;
-  window.setInterval = function (callback, delay, ...args) {
-    if (typeof callback !== "function") return every.call(window, callback, delay, ...args);
-    return every.call(window, function () {
-      polling = true;
-      try { return callback.apply(this, args); } finally { polling = false; }
-    }, delay);
-  };
-  window.clearTimeout = function (id) { if (live.delete(id)) state.timers--; return clear.call(window, id); };
-})();"""
-READY_STATE = (
-    "() => { const s = window.__siftReady;"
-    " return s ? [performance.now() - s.changed, s.timers, s.requests] : [1e9, 0, 0]; }"
+# Runs in every frame before the page's scripts: what the page still waits for, when its DOM
+# last changed, and the browser's own serializer for reading the DOM.
+READY_SCRIPT = Path(__file__).with_name("ready.js").read_text(encoding="utf-8")
+READY_WAIT = (
+    "([quiet, longer, most]) => { const s = window.__siftReady;"
+    " return s ? s.settled(quiet, longer, most) : [1e9, 0, 0, quiet]; }"
+)
+# The hidden marks, then the DOM in the page's own world: one round trip, and none of the
+# isolated world page.content() builds on its first use in a document (the fallback).
+READ_DOM = (
+    "() => { " + HIDDEN_MARKS + "\n const s = window.__siftReady;"
+    " try { return s && s.html ? s.html() : null; } catch (e) { return null; } }"
 )
 
 
@@ -182,6 +149,7 @@ class Server:
         self.browser: Browser | None = None
         self.launching = asyncio.Lock()
         self.spare: asyncio.Task[Tab] | None = None
+        self.closing: set[asyncio.Task[None]] = set()
         self.active = 0
         self.last_used = asyncio.get_running_loop().time()
 
@@ -262,6 +230,11 @@ class Server:
             tab_died = (tab is not None and bool(tab.crashed)) or "Page crashed" in reason
             alive = self.browser is not None and self.browser.is_connected()
             return "", {"failed": reason, "page_crashed": tab_died and alive}
+        finally:
+            if tab is not None:  # closed while the answer goes out, not before
+                closing = asyncio.create_task(tab.close())
+                self.closing.add(closing)
+                closing.add_done_callback(self.closing.discard)
 
     async def watch_idle(self) -> None:
         loop = asyncio.get_running_loop()
@@ -342,17 +315,17 @@ class Tab:
                 talk.last_change = asyncio.get_running_loop().time()
 
     async def render(self, talk: Job, job: dict[str, Any], document: bytes) -> str:
-        """The page's DOM once it is ready; the context goes with the render."""
+        """The page's DOM once it is ready, hidden marks set; the tab serves no other render."""
         self.talk, self.job, self.document = talk, job, document
-        try:
-            # The client ends the render at its deadline; this bound only keeps a lost one from staying.
-            await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"] + 5000)
-            await settle(self.page, talk)
-            await self.page.evaluate(HIDDEN_MARKS)
-            return await self.page.content()
-        finally:
-            with contextlib.suppress(Error):
-                await self.context.close()
+        # The client ends the render at its deadline; this bound only keeps a lost one from staying.
+        await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"] + 5000)
+        await settle(self.page, talk)
+        html = await self.page.evaluate(READ_DOM)
+        return html if isinstance(html, str) else await self.page.content()
+
+    async def close(self) -> None:
+        with contextlib.suppress(Error):
+            await self.context.close()
 
 
 async def refuse_socket(socket: WebSocketRoute) -> None:
@@ -361,23 +334,28 @@ async def refuse_socket(socket: WebSocketRoute) -> None:
 
 
 async def settle(page: Page, talk: Job) -> None:
-    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps."""
+    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps.
+
+    The page waits in itself (READY_SCRIPT's ``settled``) for its own counts and DOM, up to
+    CHECK_SECONDS at a time; what only this process knows, the routed requests, is added here.
+    """
     loop = asyncio.get_running_loop()
-    loaded = talk.last_change = max(talk.last_change, loop.time())
+    loaded = loop.time()
     while loop.time() - loaded < REQUEST_CAP_SECONDS:
         try:
-            unchanged_ms, timers, requests = await page.evaluate(READY_STATE)
+            windows = [QUIET_SECONDS * 1000, LONGER_QUIET_SECONDS * 1000, CHECK_SECONDS * 1000]
+            unchanged_ms, timers, requests, window_ms = await page.evaluate(READY_WAIT, windows)
         except Error:
             return  # a page navigating away or gone is read as it is
         requests += talk.pending
         now = loop.time()
-        quiet_for = min(now - talk.last_change, unchanged_ms / 1000)
-        if requests == 0 and timers == 0 and quiet_for >= QUIET_SECONDS:
+        routed_quiet = now - talk.last_change >= ROUTED_QUIET_SECONDS
+        if requests == 0 and timers == 0 and routed_quiet and unchanged_ms >= window_ms:
             return
         if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
             return  # never quiet: polling, animating
-        idle = requests == 0 and timers == 0  # then the window's end is the next moment worth a look
-        await asyncio.sleep(max(CHECK_SECONDS, QUIET_SECONDS - quiet_for) if idle else CHECK_SECONDS)
+        if talk.pending or not routed_quiet:  # the page alone would not wait
+            await asyncio.sleep(max(ROUTED_CHECK_SECONDS, ROUTED_QUIET_SECONDS - (now - talk.last_change)))
 
 
 async def main(path: str, idle_seconds: float, chromium: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.core.checks import run_checks
 
-from fetch import render
+from fetch import proctree, render
 
 from .browsers import BROWSER_TESTS, Listener
 
@@ -136,7 +136,7 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(agent, https
         time.sleep(0.5)  # the spare context made after it
         first = (
             len(render._tree_pids(min(render.running_pids()))),
-            render.tree_pss(min(render.running_pids())),
+            proctree.tree_pss(min(render.running_pids())),
         )
         outcomes = [rendered("/spin", 1), rendered("/page", 2)]
         for pid in render.running_pids():
@@ -147,7 +147,7 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(agent, https
         outcomes += [rendered("/page", 4), rendered("/page", 5), rendered("/page", 6)]
         time.sleep(0.5)
         (pid,) = render.running_pids()
-        last = (len(render._tree_pids(pid)), render.tree_pss(pid))
+        last = (len(render._tree_pids(pid)), proctree.tree_pss(pid))
     finally:
         render.stop_server()
     time.sleep(1)
