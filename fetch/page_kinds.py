@@ -70,7 +70,49 @@ def main_element(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
         names = f"{element.get('class') or ''} {_own_id(element)}"
         if _FURNITURE_NAMES.search(names):
             _drop(element)
+    drop_related_sections(main)
     return main
+
+
+# The heading of a section of other items than the page's own (a shop's "Related items", "More
+# like this", "Customers also viewed"): furniture, like a block named "related"...
+_RELATED_HEADING = re.compile(
+    r"^\W*(?:related\b|more like this|you (?:may|might) also (?:like|enjoy)|customers (?:also|frequently|who)"
+    r"|people (?:also|who)|frequently bought|similar (?:items|products)|recommended (?:for you|products|items)"
+    r"|products related|recently viewed)",
+    re.IGNORECASE,
+)
+# ...when its text is mostly its links (the items' names and prices): a buying guide under a
+# "Related" heading is text of the page.
+RELATED_LINKS = 0.5
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+
+
+def drop_related_sections(main: lxml.html.HtmlElement) -> None:
+    """Remove from ``main`` each section headed as other items than the page's own ("Related
+    items", "More like this", "Customers also viewed"): the largest block around such an
+    ``<h2>``-``<h4>`` that holds no other heading of its rank or above, when at least
+    ``RELATED_LINKS`` of its text is link text."""
+    for heading in main.xpath(".//h2 | .//h3 | .//h4"):
+        if not _RELATED_HEADING.search(heading.text_content().strip()):
+            continue
+        rank = _HEADINGS[: _HEADINGS.index(heading.tag) + 1]
+        section = heading
+        for up in heading.iterancestors():
+            if up is main or sum(1 for _ in up.iter(*rank)) > 1:
+                break
+            section = up
+        else:
+            continue  # inside a section dropped before
+        if _link_share(section) >= RELATED_LINKS:
+            _drop(section)
+
+
+def _link_share(element: lxml.html.HtmlElement) -> float:
+    """The share of ``element``'s text that is the text of its links."""
+    text = len(_SPACES.sub("", element.text_content()))
+    links = sum(len(_SPACES.sub("", link.text_content())) for link in element.iter("a"))
+    return links / max(1, text)
 
 
 def _own_id(element: lxml.html.HtmlElement) -> str:

@@ -379,6 +379,29 @@ def test_a_section_named_after_its_own_heading_is_not_furniture() -> None:
     assert "almost certainly get comments" in content
 
 
+def test_a_section_of_related_items_in_the_main_element_is_furniture() -> None:
+    # A product's page marks its main element around the product and the shop's "Related items"
+    # and "More like this" grids; a buying guide under a "Related" heading is mostly prose, and
+    # stays.
+    cards = "".join(f"<div><a href='/p/{n}'>Travel case {n}</a> $19.99</div>" for n in range(6))
+    page = lxml.html.document_fromstring(
+        "<html><body><main><h1>Console, refurbished</h1>"
+        "<section><p>A 7-inch OLED screen with vivid colours and a wide adjustable stand.</p></section>"
+        f"<section><div><h2>Related items to explore</h2><div>{cards}</div></div>"
+        f"<div><h2>More like this</h2><div>{cards}</div></div></section>"
+        "<div><h2>Related advice</h2><p>Choose a case that fits the console with its grips on,"
+        " and one with a pocket for cartridges.</p><a href='/advice'>Read more</a></div>"
+        "</main></body></html>"
+    )
+
+    found = main_element(page)
+    assert found is not None
+    text = found.text_content()
+    assert "7-inch OLED screen" in text
+    assert "Travel case" not in text and "More like this" not in text
+    assert "fits the console with its grips on" in text
+
+
 def shop_page(main: bool) -> str:
     """A shop's grid of items (in ``<main>`` when ``main``) between a long menu and footer."""
     menu = "".join(f"<li><a href='/c/{n}'>Category {n}</a></li>" for n in range(30))
