@@ -43,6 +43,7 @@ from fetch.page_kinds import (
     drop_overlays,
     grows_inside,
     main_element,
+    scrap_holder,
 )
 from fetch.page_text import whole_page_text
 from fetch.peers import peer_items
@@ -214,8 +215,8 @@ def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str,
 def _whole_page_instead(
     tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool
 ) -> str | None:
-    """The page's own main element, else the whole page's text, when ``content`` is a scrap of a
-    page holding much more."""
+    """The page's own main element, else the block holding the lines of ``content``, else the
+    whole page's text, when ``content`` is a scrap of a page holding much more."""
     if len(content) >= SHORT_MAIN_CHARS:
         return None
     whole = whole_page_text(tree, markdown=markdown, images=images)
@@ -225,9 +226,13 @@ def _whole_page_instead(
         return None
     # ...and the one main element the page marks, when it holds much more too, better still (a
     # shop's grid of items without the menus, filters and footer around it).
-    main = main_element(tree)
-    text = whole_page_text(main, markdown=markdown, images=images) if main is not None else ""
-    return text if len(text) > SHORT_RATIO * len(content) else whole
+    # ...else the block around the scrap's own lines, when it is no frame of the page (a grid of
+    # items whose prices alone trafilatura kept).
+    for block in (main_element(tree), scrap_holder(tree, content)):
+        text = whole_page_text(block, markdown=markdown, images=images) if block is not None else ""
+        if len(text) > SHORT_RATIO * len(content):
+            return text
+    return whole
 
 
 def _balanced_instead(

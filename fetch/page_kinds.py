@@ -227,3 +227,15 @@ def _common_ancestor(elements: list[lxml.html.HtmlElement]) -> lxml.html.HtmlEle
 
 def _within(element: lxml.html.HtmlElement, holder: lxml.html.HtmlElement) -> bool:
     return element is holder or any(up is holder for up in element.iterancestors())
+
+
+def scrap_holder(tree: lxml.html.HtmlElement, reading: str) -> lxml.html.HtmlElement | None:
+    """The nearest element holding every element whose whole text is a line of ``reading`` (each
+    of them, where a line is met more than once: the prices of a grid), when it is not the
+    page's frame (the body, or a block holding its header, footer or main element)."""
+    lines = {_line(text) for text in reading.split("\n")} - {""}
+    found = [element for element in tree.xpath(_OWN_TEXT) if _line(element.text_content()) in lines]
+    holder = _common_ancestor(found)
+    if holder is None or holder.tag in ("html", "body") or holder.xpath(_FRAME):
+        return None
+    return holder

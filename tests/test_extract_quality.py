@@ -435,6 +435,21 @@ def test_a_scrap_of_a_page_gives_way_to_its_main_element_else_to_the_whole_page(
     assert "Category 7" in whole
 
 
+def test_a_scrap_of_a_grid_gives_way_to_the_grid_rather_than_the_whole_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # trafilatura keeps the prices of a grid of items and drops their names; the page marks no
+    # main element, and the block holding every price is the grid, not the page's frame.
+    prices = "\n".join(f"${20 + n}.99" for n in range(4))
+    monkeypatch.setattr(html_module, "_trafilatura_page", lambda *args, **kwargs: prices)
+
+    content = html_text(shop_page(main=False), url="https://shop.example/skillets", markdown=False).content
+
+    assert "Cast iron skillet, 29 inch" in content and "$43.99" in content
+    assert "Category 7" not in content
+    assert "Harbour Street" not in content
+
+
 CONSENT = (
     "We and our 100 partners store and/or access information on a device, such as unique IDs in "
     "cookies, to process personal data. You may accept or manage your choices by clicking below, "
