@@ -7,7 +7,7 @@ the page marks its main content itself, with exactly one ``<main>`` element (or 
 role ``main``), that element is the content: its navigation, header, footer, asides, forms,
 buttons and blocks named as page furniture (breadcrumbs, share and social bars,
 related links, cookie and newsletter boxes, pagination, links to the previous and next post,
-comments) are left out. ``html_text``
+comments) and its sections of related items (a shop's "More like this") are left out. ``html_text``
 prefers it to trafilatura's reading when it holds at least ``MAIN_KEEPS`` of that reading's
 text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
 (``fetch.hidden``).
@@ -15,6 +15,9 @@ text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
 A cookie or consent banner, and a modal dialog outside the main element (a newsletter or
 discount pop-up, a cart drawer), is no text of any page (``drop_overlays``): it is removed before
 the page is read, whatever its kind.
+
+When trafilatura's reading is a scrap, ``scrap_holder`` finds the block around its lines (a grid
+whose prices alone it kept).
 
 On a page that calls itself an article by ``og:type`` alone, ``grows_inside`` says whether a
 longer reading adds text of the same block as the article reading (that reading cut its own
