@@ -1,8 +1,8 @@
 """The main content of an HTML page as Markdown or plain text, with its title, language and
 canonical URL.
 
-A page's cookie and consent banners and its pop-ups are removed first
-(``page_kinds.drop_overlays``).
+A page's cookie and consent banners, its pop-ups and its sections of related items are removed
+first (``page_kinds.drop_overlays``, ``page_kinds.drop_related_sections``).
 Then the page's kind, from what it says of itself (schema.org types, ``og:type``): an
 article is read by trafilatura favouring precision, and again favouring recall when the precise
 reading is short (the precise one wins unless it cut into the text); any other page (a forum
@@ -41,6 +41,7 @@ from fetch.page_kinds import (
     MAIN_KEEPS,
     MAIN_KEEPS_ARTICLE,
     drop_overlays,
+    drop_related_sections,
     grows_inside,
     main_element,
     scrap_holder,
@@ -114,6 +115,7 @@ def html_text(
     if prepare is not None:
         prepare(tree)
     drop_overlays(tree)
+    drop_related_sections(tree)
     if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
         content = whole_page_text(tree, markdown=markdown, images=images, links=False)
     else:

@@ -7,14 +7,15 @@ the page marks its main content itself, with exactly one ``<main>`` element (or 
 role ``main``), that element is the content: its navigation, header, footer, asides, forms,
 buttons and blocks named as page furniture (breadcrumbs, share and social bars,
 related links, cookie and newsletter boxes, pagination, links to the previous and next post,
-comments) and its sections of related items (a shop's "More like this") are left out. ``html_text``
+comments) are left out. ``html_text``
 prefers it to trafilatura's reading when it holds at least ``MAIN_KEEPS`` of that reading's
 text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
 (``fetch.hidden``).
 
 A cookie or consent banner, and a modal dialog outside the main element (a newsletter or
-discount pop-up, a cart drawer), is no text of any page (``drop_overlays``): it is removed before
-the page is read, whatever its kind.
+discount pop-up, a cart drawer), is no text of any page (``drop_overlays``), nor is a section of
+other items than the page's own (a shop's "More like this", ``drop_related_sections``): they are
+removed before the page is read, whatever its kind.
 
 When trafilatura's reading is a scrap, ``scrap_holder`` finds the block around its lines (a grid
 whose prices alone it kept).
@@ -73,12 +74,11 @@ def main_element(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
         names = f"{element.get('class') or ''} {_own_id(element)}"
         if _FURNITURE_NAMES.search(names):
             _drop(element)
-    drop_related_sections(main)
     return main
 
 
 # The heading of a section of other items than the page's own (a shop's "Related items", "More
-# like this", "Customers also viewed"): furniture, like a block named "related"...
+# like this", "Customers also viewed")...
 _RELATED_HEADING = re.compile(
     r"^\W*(?:related\b|more like this|you (?:may|might) also (?:like|enjoy)|customers (?:also|frequently|who)"
     r"|people (?:also|who)|frequently bought|similar (?:items|products)|recommended (?:for you|products|items)"
@@ -91,18 +91,22 @@ RELATED_LINKS = 0.5
 _HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 
 
-def drop_related_sections(main: lxml.html.HtmlElement) -> None:
-    """Remove from ``main`` each section headed as other items than the page's own ("Related
+def drop_related_sections(tree: lxml.html.HtmlElement) -> None:
+    """Remove each section of the page headed as other items than the page's own ("Related
     items", "More like this", "Customers also viewed"): the largest block around such an
-    ``<h2>``-``<h4>`` that holds no other heading of its rank or above, when at least
-    ``RELATED_LINKS`` of its text is link text."""
-    for heading in main.xpath(".//h2 | .//h3 | .//h4"):
+    ``<h2>``-``<h4>`` inside the body that holds no other heading of its rank or above, when at
+    least ``RELATED_LINKS`` of its text is link text."""
+    body = tree.find("body")
+    if body is None:
+        return
+    for heading in body.xpath(".//h2 | .//h3 | .//h4"):
         if not _RELATED_HEADING.search(heading.text_content().strip()):
             continue
         rank = _HEADINGS[: _HEADINGS.index(heading.tag) + 1]
         section = heading
         for up in heading.iterancestors():
-            if up is main or sum(1 for _ in up.iter(*rank)) > 1:
+            # Stops at the first other heading met: a page of many headings costs no more.
+            if up is body or any(other is not heading for other in up.iter(*rank)):
                 break
             section = up
         else:

@@ -28,7 +28,7 @@ from fetch.html_text import (
     page_titles,
     peer_items,
 )
-from fetch.page_kinds import drop_overlays, grows_inside, main_element
+from fetch.page_kinds import drop_overlays, drop_related_sections, grows_inside, main_element
 from fetch.reading import read_page
 from fetch.targets import TargetOptions
 
@@ -379,12 +379,11 @@ def test_a_section_named_after_its_own_heading_is_not_furniture() -> None:
     assert "almost certainly get comments" in content
 
 
-def test_a_section_of_related_items_in_the_main_element_is_furniture() -> None:
-    # A product's page marks its main element around the product and the shop's "Related items"
-    # and "More like this" grids; a buying guide under a "Related" heading is mostly prose, and
-    # stays.
+def test_a_section_of_related_items_is_no_text_of_the_page() -> None:
+    # A product's page shows the shop's "Related items" and "More like this" grids beside the
+    # product; a buying guide under a "Related" heading is mostly prose, and stays.
     cards = "".join(f"<div><a href='/p/{n}'>Travel case {n}</a> $19.99</div>" for n in range(6))
-    page = lxml.html.document_fromstring(
+    markup = (
         "<html><body><main><h1>Console, refurbished</h1>"
         "<section><p>A 7-inch OLED screen with vivid colours and a wide adjustable stand.</p></section>"
         f"<section><div><h2>Related items to explore</h2><div>{cards}</div></div>"
@@ -393,13 +392,16 @@ def test_a_section_of_related_items_in_the_main_element_is_furniture() -> None:
         " and one with a pocket for cartridges.</p><a href='/advice'>Read more</a></div>"
         "</main></body></html>"
     )
+    page = lxml.html.document_fromstring(markup)
 
-    found = main_element(page)
-    assert found is not None
-    text = found.text_content()
+    drop_related_sections(page)
+
+    text = page.text_content()
     assert "7-inch OLED screen" in text
     assert "Travel case" not in text and "More like this" not in text
     assert "fits the console with its grips on" in text
+    content = html_text(markup, url="https://shop.example/console", markdown=False).content
+    assert "7-inch OLED screen" in content and "Travel case" not in content
 
 
 def shop_page(main: bool) -> str:
