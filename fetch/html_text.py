@@ -14,8 +14,9 @@ or a thread, where the extract is one of a run of sibling posts built alike, eve
 body is the content; on a thread or a product page, a long paragraph met again (a reply quoting
 an earlier post, a description shown twice) is left out. When trafilatura finds nothing, or only
 a scrap of a page that holds much more text (an index, a form, an app shell), the page's main
-element, else the block around the scrap's lines, else the whole page, is flattened instead, so the agent still gets the text it asked
-for. Text mode leaves the page's title to the metadata (docs/fetch-content.md).
+element, else the block around the scrap's lines, else the whole page, is flattened instead, so
+the agent still gets the text it asked for. Text mode leaves the page's title to the metadata
+(docs/fetch-content.md).
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
 hostile page costs a limited child its memory and CPU, not a web or worker process. The child

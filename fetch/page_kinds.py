@@ -80,9 +80,9 @@ def main_element(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
 # The heading of a section of other items than the page's own (a shop's "Related items", "More
 # like this", "Customers also viewed")...
 _RELATED_HEADING = re.compile(
-    r"^\W*(?:related\b|more like this|you (?:may|might) also (?:like|enjoy)|customers (?:also|frequently|who)"
-    r"|people (?:also|who)|frequently bought|similar (?:items|products)|recommended (?:for you|products|items)"
-    r"|products related|recently viewed)",
+    r"^\W*(?:related\b|more like this|you (?:may|might) also (?:like|enjoy)"
+    r"|customers (?:also|frequently|who)|people (?:also|who)|frequently bought|similar (?:items|products)"
+    r"|recommended (?:for you|products|items)|products related|recently viewed)",
     re.IGNORECASE,
 )
 # ...when its text is mostly its links (the items' names and prices): a buying guide under a

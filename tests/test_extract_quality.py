@@ -398,10 +398,12 @@ def test_a_section_of_related_items_is_no_text_of_the_page() -> None:
 
     text = page.text_content()
     assert "7-inch OLED screen" in text
-    assert "Travel case" not in text and "More like this" not in text
+    assert "Travel case" not in text
+    assert "More like this" not in text
     assert "fits the console with its grips on" in text
     content = html_text(markup, url="https://shop.example/console", markdown=False).content
-    assert "7-inch OLED screen" in content and "Travel case" not in content
+    assert "7-inch OLED screen" in content
+    assert "Travel case" not in content
 
 
 def shop_page(main: bool) -> str:
@@ -447,7 +449,8 @@ def test_a_scrap_of_a_grid_gives_way_to_the_grid_rather_than_the_whole_page(
 
     content = html_text(shop_page(main=False), url="https://shop.example/skillets", markdown=False).content
 
-    assert "Cast iron skillet, 29 inch" in content and "$43.99" in content
+    assert "Cast iron skillet, 29 inch" in content
+    assert "$43.99" in content
     assert "Category 7" not in content
     assert "Harbour Street" not in content
 
