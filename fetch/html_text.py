@@ -1,8 +1,8 @@
 """The main content of an HTML page as Markdown or plain text, with its title, language and
 canonical URL.
 
-A page's cookie and consent banners and its pop-ups are removed first
-(``page_kinds.drop_overlays``).
+A page's cookie and consent banners, its pop-ups and its sections of related items are removed
+first (``page_kinds.drop_overlays``, ``page_kinds.drop_related_sections``).
 Then the page's kind, from what it says of itself (schema.org types, ``og:type``): an
 article is read by trafilatura favouring precision, and again favouring recall when the precise
 reading is short (the precise one wins unless it cut into the text); any other page (a forum
@@ -14,8 +14,9 @@ or a thread, where the extract is one of a run of sibling posts built alike, eve
 body is the content; on a thread or a product page, a long paragraph met again (a reply quoting
 an earlier post, a description shown twice) is left out. When trafilatura finds nothing, or only
 a scrap of a page that holds much more text (an index, a form, an app shell), the page's main
-element, else the whole page, is flattened instead, so the agent still gets the text it asked
-for. Text mode leaves the page's title to the metadata (docs/fetch-content.md).
+element, else the block around the scrap's lines, else the whole page, is flattened instead, so
+the agent still gets the text it asked for. Text mode leaves the page's title to the metadata
+(docs/fetch-content.md).
 
 The service runs this module inside the sandbox child (``extract`` sends the page there), so a
 hostile page costs a limited child its memory and CPU, not a web or worker process. The child
@@ -41,8 +42,10 @@ from fetch.page_kinds import (
     MAIN_KEEPS,
     MAIN_KEEPS_ARTICLE,
     drop_overlays,
+    drop_related_sections,
     grows_inside,
     main_element,
+    scrap_holder,
 )
 from fetch.page_text import whole_page_text
 from fetch.peers import peer_items
@@ -113,6 +116,7 @@ def html_text(
     if prepare is not None:
         prepare(tree)
     drop_overlays(tree)
+    drop_related_sections(tree)
     if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
         content = whole_page_text(tree, markdown=markdown, images=images, links=False)
     else:
@@ -214,8 +218,8 @@ def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str,
 def _whole_page_instead(
     tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool
 ) -> str | None:
-    """The page's own main element, else the whole page's text, when ``content`` is a scrap of a
-    page holding much more."""
+    """The page's own main element, else the block holding the lines of ``content``, else the
+    whole page's text, when ``content`` is a scrap of a page holding much more."""
     if len(content) >= SHORT_MAIN_CHARS:
         return None
     whole = whole_page_text(tree, markdown=markdown, images=images)
@@ -225,9 +229,13 @@ def _whole_page_instead(
         return None
     # ...and the one main element the page marks, when it holds much more too, better still (a
     # shop's grid of items without the menus, filters and footer around it).
-    main = main_element(tree)
-    text = whole_page_text(main, markdown=markdown, images=images) if main is not None else ""
-    return text if len(text) > SHORT_RATIO * len(content) else whole
+    # ...else the block around the scrap's own lines, when it is no frame of the page (a grid of
+    # items whose prices alone trafilatura kept).
+    for block in (main_element(tree), scrap_holder(tree, content)):
+        text = whole_page_text(block, markdown=markdown, images=images) if block is not None else ""
+        if len(text) > SHORT_RATIO * len(content):
+            return text
+    return whole
 
 
 def _balanced_instead(

@@ -13,8 +13,12 @@ text (docs/fetch-content.md). Hidden text was dropped before, or kept on purpose
 (``fetch.hidden``).
 
 A cookie or consent banner, and a modal dialog outside the main element (a newsletter or
-discount pop-up, a cart drawer), is no text of any page (``drop_overlays``): it is removed before
-the page is read, whatever its kind.
+discount pop-up, a cart drawer), is no text of any page (``drop_overlays``), nor is a section of
+other items than the page's own (a shop's "More like this", ``drop_related_sections``): they are
+removed before the page is read, whatever its kind.
+
+When trafilatura's reading is a scrap, ``scrap_holder`` finds the block around its lines (a grid
+whose prices alone it kept).
 
 On a page that calls itself an article by ``og:type`` alone, ``grows_inside`` says whether a
 longer reading adds text of the same block as the article reading (that reading cut its own
@@ -71,6 +75,51 @@ def main_element(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
         if _FURNITURE_NAMES.search(names):
             _drop(element)
     return main
+
+
+# The heading of a section of other items than the page's own (a shop's "Related items", "More
+# like this", "Customers also viewed")...
+_RELATED_HEADING = re.compile(
+    r"^\W*(?:related\b|more like this|you (?:may|might) also (?:like|enjoy)"
+    r"|customers (?:also|frequently|who)|people (?:also|who)|frequently bought|similar (?:items|products)"
+    r"|recommended (?:for you|products|items)|products related|recently viewed)",
+    re.IGNORECASE,
+)
+# ...when its text is mostly its links (the items' names and prices): a buying guide under a
+# "Related" heading is text of the page.
+RELATED_LINKS = 0.5
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+
+
+def drop_related_sections(tree: lxml.html.HtmlElement) -> None:
+    """Remove each section of the page headed as other items than the page's own ("Related
+    items", "More like this", "Customers also viewed"): the largest block around such an
+    ``<h2>``-``<h4>`` inside the body that holds no other heading of its rank or above, when at
+    least ``RELATED_LINKS`` of its text is link text."""
+    body = tree.find("body")
+    if body is None:
+        return
+    for heading in body.xpath(".//h2 | .//h3 | .//h4"):
+        if not _RELATED_HEADING.search(heading.text_content().strip()):
+            continue
+        rank = _HEADINGS[: _HEADINGS.index(heading.tag) + 1]
+        section = heading
+        for up in heading.iterancestors():
+            # Stops at the first other heading met: a page of many headings costs no more.
+            if up is body or any(other is not heading for other in up.iter(*rank)):
+                break
+            section = up
+        else:
+            continue  # inside a section dropped before
+        if _link_share(section) >= RELATED_LINKS:
+            _drop(section)
+
+
+def _link_share(element: lxml.html.HtmlElement) -> float:
+    """The share of ``element``'s text that is the text of its links."""
+    text = len(_SPACES.sub("", element.text_content()))
+    links = sum(len(_SPACES.sub("", link.text_content())) for link in element.iter("a"))
+    return links / max(1, text)
 
 
 def _own_id(element: lxml.html.HtmlElement) -> str:
@@ -185,3 +234,15 @@ def _common_ancestor(elements: list[lxml.html.HtmlElement]) -> lxml.html.HtmlEle
 
 def _within(element: lxml.html.HtmlElement, holder: lxml.html.HtmlElement) -> bool:
     return element is holder or any(up is holder for up in element.iterancestors())
+
+
+def scrap_holder(tree: lxml.html.HtmlElement, reading: str) -> lxml.html.HtmlElement | None:
+    """The nearest element holding every element whose whole text is a line of ``reading`` (each
+    of them, where a line is met more than once: the prices of a grid), when it is not the
+    page's frame (the body, or a block holding its header, footer or main element)."""
+    lines = {_line(text) for text in reading.split("\n")} - {""}
+    found = [element for element in tree.xpath(_OWN_TEXT) if _line(element.text_content()) in lines]
+    holder = _common_ancestor(found)
+    if holder is None or holder.tag in ("html", "body") or holder.xpath(_FRAME):
+        return None
+    return holder

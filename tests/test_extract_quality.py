@@ -28,7 +28,7 @@ from fetch.html_text import (
     page_titles,
     peer_items,
 )
-from fetch.page_kinds import drop_overlays, grows_inside, main_element
+from fetch.page_kinds import drop_overlays, drop_related_sections, grows_inside, main_element
 from fetch.reading import read_page
 from fetch.targets import TargetOptions
 
@@ -379,6 +379,33 @@ def test_a_section_named_after_its_own_heading_is_not_furniture() -> None:
     assert "almost certainly get comments" in content
 
 
+def test_a_section_of_related_items_is_no_text_of_the_page() -> None:
+    # A product's page shows the shop's "Related items" and "More like this" grids beside the
+    # product; a buying guide under a "Related" heading is mostly prose, and stays.
+    cards = "".join(f"<div><a href='/p/{n}'>Travel case {n}</a> $19.99</div>" for n in range(6))
+    markup = (
+        "<html><body><main><h1>Console, refurbished</h1>"
+        "<section><p>A 7-inch OLED screen with vivid colours and a wide adjustable stand.</p></section>"
+        f"<section><div><h2>Related items to explore</h2><div>{cards}</div></div>"
+        f"<div><h2>More like this</h2><div>{cards}</div></div></section>"
+        "<div><h2>Related advice</h2><p>Choose a case that fits the console with its grips on,"
+        " and one with a pocket for cartridges.</p><a href='/advice'>Read more</a></div>"
+        "</main></body></html>"
+    )
+    page = lxml.html.document_fromstring(markup)
+
+    drop_related_sections(page)
+
+    text = page.text_content()
+    assert "7-inch OLED screen" in text
+    assert "Travel case" not in text
+    assert "More like this" not in text
+    assert "fits the console with its grips on" in text
+    content = html_text(markup, url="https://shop.example/console", markdown=False).content
+    assert "7-inch OLED screen" in content
+    assert "Travel case" not in content
+
+
 def shop_page(main: bool) -> str:
     """A shop's grid of items (in ``<main>`` when ``main``) between a long menu and footer."""
     menu = "".join(f"<li><a href='/c/{n}'>Category {n}</a></li>" for n in range(30))
@@ -410,6 +437,22 @@ def test_a_scrap_of_a_page_gives_way_to_its_main_element_else_to_the_whole_page(
     assert "Harbour Street" not in from_main
     assert "Cast iron skillet, 29 inch" in whole
     assert "Category 7" in whole
+
+
+def test_a_scrap_of_a_grid_gives_way_to_the_grid_rather_than_the_whole_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # trafilatura keeps the prices of a grid of items and drops their names; the page marks no
+    # main element, and the block holding every price is the grid, not the page's frame.
+    prices = "\n".join(f"${20 + n}.99" for n in range(4))
+    monkeypatch.setattr(html_module, "_trafilatura_page", lambda *args, **kwargs: prices)
+
+    content = html_text(shop_page(main=False), url="https://shop.example/skillets", markdown=False).content
+
+    assert "Cast iron skillet, 29 inch" in content
+    assert "$43.99" in content
+    assert "Category 7" not in content
+    assert "Harbour Street" not in content
 
 
 CONSENT = (
