@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 
 import pytest
 from werkzeug import Request, Response
@@ -29,6 +30,13 @@ def render_process_stopped_after_the_module():
 def ready_settings(settings) -> None:
     settings.SIFT_FETCH_ALLOW_CIDRS = ONLY_127_0_0_1
     settings.SIFT_RENDER_TIMEOUT = 10
+
+
+def _render_timed(client, httpserver, path: str) -> tuple[Any, float]:
+    """``/v1/fetch`` of the page at ``path`` with ``render: true``, and how long it took."""
+    began = time.monotonic()
+    response = client.get("/v1/fetch", url=httpserver.url_for(path), render="true")
+    return response, time.monotonic() - began
 
 
 WRITE = (
@@ -101,9 +109,7 @@ def test_the_dom_is_read_with_the_browsers_own_serializer_and_readiness_its_own_
     _, client = agent
     httpserver.expect_request("/tampered").respond_with_data(TAMPERED_PAGE, content_type="text/html")
 
-    began = time.monotonic()
-    response = client.get("/v1/fetch", url=httpserver.url_for("/tampered"), render="true")
-    took = time.monotonic() - began
+    response, took = _render_timed(client, httpserver, "/tampered")
 
     assert response.status_code == 200, response.content
     assert took < 1.5
@@ -134,9 +140,7 @@ def test_a_page_polling_and_animating_forever_is_read_well_before_the_cap(agent,
     render_once = client.get("/v1/fetch", url=httpserver.url_for("/polling?warm"), render="true")
     assert render_once.status_code == 200, render_once.content
 
-    began = time.monotonic()
-    response = client.get("/v1/fetch", url=httpserver.url_for("/polling"), render="true")
-    took = time.monotonic() - began
+    response, took = _render_timed(client, httpserver, "/polling")
 
     assert response.status_code == 200, response.content
     assert "The polling page wrote this sentence once." in response.json()["content"]
@@ -201,9 +205,7 @@ def test_a_list_written_a_frame_at_a_time_is_read_whole_beside_an_endless_animat
     _, client = agent
     httpserver.expect_request("/frames").respond_with_data(FRAMES_PAGE, content_type="text/html")
 
-    began = time.monotonic()
-    response = client.get("/v1/fetch", url=httpserver.url_for("/frames"), render="true")
-    took = time.monotonic() - began
+    response, took = _render_timed(client, httpserver, "/frames")
 
     assert response.status_code == 200, response.content
     assert "Frame 12 wrote its line." in response.json()["content"]
