@@ -12,7 +12,8 @@ kind, and an article by ``og:type`` alone whose reading dropped most of it, is r
 main element it marks, when it has one (fetch/page_kinds.py). On an article
 or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
 body is the content; on a thread or a product page, a long paragraph met again (a reply quoting
-an earlier post, a description shown twice) is left out. When trafilatura finds nothing, or only
+an earlier post, a description shown twice) is left out; on any page, so is a short line that
+is a call to action ("Learn more", "Add to cart"). When trafilatura finds nothing, or only
 a scrap of a page that holds much more text (an index, a form, an app shell), the page's main
 element, else the block around the scrap's lines, else the whole page, is flattened instead, so
 the agent still gets the text it asked for. Text mode leaves the page's title to the metadata
@@ -70,6 +71,20 @@ MAIN_CONTENT_MAX_ELEMENTS = 50_000
 # earlier post, a description shown twice); a shorter one, such as a question put to each guest
 # of an interview, can be content.
 REPEAT_MIN_CHARS = 200
+# A line that opens with a call to action ("Learn more about ...", "Get started", "Add to cart")
+# and runs at most this many characters more, not ending as a sentence, is a button or a link to
+# elsewhere, not the page's text.
+CALL_TO_ACTION_TAIL = 40
+_CALL_TO_ACTION = re.compile(
+    r"^\W*(?:(?:learn|read|find out|see|view|show|discover|explore) more|explore|download"
+    r"|free download|sign up|get started|start (?:free|now|your)|try (?:it )?(?:free|now|for free)"
+    r"|buy now|shop now|add to (?:cart|basket|bag|wishlist)|contact (?:us|sales)"
+    r"|(?:book|request|get) a demo|subscribe|register|log ?in|sign in|more info|details)"
+    rf"\b.{{0,{CALL_TO_ACTION_TAIL}}}(?<![.:?!])$",
+    re.IGNORECASE,
+)
+# A Markdown link's target, left out when a line is read for a call to action.
+_LINK_TARGET = re.compile(r"\]\([^)]*\)")
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
 _SPACES = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")
@@ -121,6 +136,7 @@ def html_text(
         content = whole_page_text(tree, markdown=markdown, images=images, links=False)
     else:
         content = _main_content(tree, markdown=markdown, images=images)
+    content = drop_calls_to_action(content)
     return HtmlText(content.strip(), _title(tree), _lang(tree), _canonical_url(tree, url))
 
 
@@ -152,6 +168,15 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
     if kind in ("forum", "product"):
         content = drop_repeated_paragraphs(content)
     return content
+
+
+def drop_calls_to_action(content: str) -> str:
+    """``content`` without its calls to action: a short line that opens with "Learn more", "Read
+    more", "Get started", "Sign up", "Add to cart" and kin and does not end as a sentence (a
+    button, or a link to another page) is no text of the page. A sentence that opens so ("Learn
+    more jargon in our glossary.") stays."""
+    lines = content.split("\n")
+    return "\n".join(line for line in lines if not _CALL_TO_ACTION.match(_LINK_TARGET.sub("]", line).strip()))
 
 
 def drop_repeated_paragraphs(content: str) -> str:

@@ -21,6 +21,7 @@ from fetch.extract import extract
 from fetch.html_text import (
     REPEAT_MIN_CHARS,
     choose_reading,
+    drop_calls_to_action,
     drop_repeated_paragraphs,
     drop_title_lines,
     html_text,
@@ -329,6 +330,26 @@ def service_page(head: str = "", main_count: int = 1) -> str:
         "<header><a href='/'>Acme</a> <a href='/docs'>Docs</a></header>"
         f"{main}<footer>© Acme Inc. Privacy Terms</footer></body></html>"
     )
+
+
+def test_a_short_line_opening_with_a_call_to_action_is_no_text_of_the_page() -> None:
+    content = (
+        "Code with confidence and fix issues quickly.\nLearn more about editing with the IDE\n"
+        "- [Get started](https://ide.example/start)\nRead more\nAdd to cart\n"
+        "Learn more jargon in our glossary.\nSee more photos:\nDownloads per month: 3,000"
+    )
+
+    assert drop_calls_to_action(content) == (
+        "Code with confidence and fix issues quickly.\n"
+        "Learn more jargon in our glossary.\nSee more photos:\nDownloads per month: 3,000"
+    )
+    page = (
+        "<html><body><main><h2>Debugging</h2><p>Find and fix bugs with the profiling tools.</p>"
+        "<p><a href='/debug'>Learn more about debugging</a></p></main></body></html>"
+    )
+    text = html_text(page, url="https://ide.example/", markdown=True).content
+    assert "profiling tools" in text
+    assert "Learn more" not in text
 
 
 def test_a_page_of_no_kind_is_read_from_its_main_element_without_its_furniture() -> None:
