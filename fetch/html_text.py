@@ -174,9 +174,14 @@ def drop_calls_to_action(content: str) -> str:
     """``content`` without its calls to action: a short line that opens with "Learn more", "Read
     more", "Get started", "Sign up", "Add to cart" and kin and does not end as a sentence (a
     button, or a link to another page) is no text of the page. A sentence that opens so ("Learn
-    more jargon in our glossary.") stays."""
+    more jargon in our glossary.") stays, and so does a Markdown heading ("## Details")."""
     lines = content.split("\n")
-    return "\n".join(line for line in lines if not _CALL_TO_ACTION.match(_LINK_TARGET.sub("]", line).strip()))
+    return "\n".join(line for line in lines if not _is_call_to_action(line))
+
+
+def _is_call_to_action(line: str) -> bool:
+    text = _LINK_TARGET.sub("]", line).strip()
+    return not text.startswith("#") and _CALL_TO_ACTION.match(text) is not None
 
 
 def drop_repeated_paragraphs(content: str) -> str:

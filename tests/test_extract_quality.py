@@ -336,12 +336,12 @@ def test_a_short_line_opening_with_a_call_to_action_is_no_text_of_the_page() -> 
     content = (
         "Code with confidence and fix issues quickly.\nLearn more about editing with the IDE\n"
         "- [Get started](https://ide.example/start)\nRead more\nAdd to cart\n"
-        "Learn more jargon in our glossary.\nSee more photos:\nDownloads per month: 3,000"
+        "Learn more jargon in our glossary.\nSee more photos:\nDownloads per month: 3,000\n## Details"
     )
 
     assert drop_calls_to_action(content) == (
         "Code with confidence and fix issues quickly.\n"
-        "Learn more jargon in our glossary.\nSee more photos:\nDownloads per month: 3,000"
+        "Learn more jargon in our glossary.\nSee more photos:\nDownloads per month: 3,000\n## Details"
     )
     page = (
         "<html><body><main><h2>Debugging</h2><p>Find and fix bugs with the profiling tools.</p>"
