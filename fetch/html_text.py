@@ -38,6 +38,7 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
+from fetch.content_lines import drop_calls_to_action, drop_repeated_paragraphs, drop_title_lines, page_titles
 from fetch.page_kinds import (
     BALANCED_MORE,
     MAIN_KEEPS,
@@ -60,34 +61,13 @@ PRECISE_KEEPS = 0.5
 # A precise reading this long is kept without a recall reading to weigh it against: on every
 # page of the benchmarks where precision cut into the text, it left fewer than 400 characters.
 PRECISE_SURE_CHARS = 1000
-# A leading line that is part of the page's title, this long or longer, repeats it.
-TITLE_PART_MIN_CHARS = 12
 # trafilatura's time and memory grow with the number of elements, faster than linearly past
 # ~100,000 (docs/fetch-content.md). A page with more elements than this is flattened whole
 # instead, at a fraction of the cost; the "main content" of such a page (a specification, a log, a
 # single-page manual) is rarely a small part of it anyway.
 MAIN_CONTENT_MAX_ELEMENTS = 50_000
-# On a thread or a product page, a paragraph this long met again is a repeat (a quote of an
-# earlier post, a description shown twice); a shorter one, such as a question put to each guest
-# of an interview, can be content.
-REPEAT_MIN_CHARS = 200
-# A line that opens with a call to action ("Learn more about ...", "Get started", "Add to cart")
-# and runs at most this many characters more, not ending as a sentence, is a button or a link to
-# elsewhere, not the page's text.
-CALL_TO_ACTION_TAIL = 40
-_CALL_TO_ACTION = re.compile(
-    r"^\W*(?:(?:learn|read|find out|see|view|show|discover|explore) more|explore|download"
-    r"|free download|sign up|get started|start (?:free|now|your)|try (?:it )?(?:free|now|for free)"
-    r"|buy now|shop now|add to (?:cart|basket|bag|wishlist)|contact (?:us|sales)"
-    r"|(?:book|request|get) a demo|subscribe|register|log ?in|sign in|more info|details)"
-    rf"\b.{{0,{CALL_TO_ACTION_TAIL}}}(?<![.:?!])$",
-    re.IGNORECASE,
-)
-# A Markdown link's target, left out when a line is read for a call to action.
-_LINK_TARGET = re.compile(r"\]\([^)]*\)")
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
 _SPACES = re.compile(r"\s+")
-_WORD = re.compile(r"\w+")
 # schema.org types that say what a page is, most specific kind first (page_kind).
 _KIND_TYPES = (
     ("forum", frozenset({"DiscussionForumPosting", "QAPage", "SocialMediaPosting", "Comment"})),
@@ -168,36 +148,6 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
     if kind in ("forum", "product"):
         content = drop_repeated_paragraphs(content)
     return content
-
-
-def drop_calls_to_action(content: str) -> str:
-    """``content`` without its calls to action: a short line that opens with "Learn more", "Read
-    more", "Get started", "Sign up", "Add to cart" and kin and does not end as a sentence (a
-    button, or a link to another page) is no text of the page. A sentence that opens so ("Learn
-    more jargon in our glossary.") stays, and so does a Markdown heading ("## Details")."""
-    lines = content.split("\n")
-    return "\n".join(line for line in lines if not _is_call_to_action(line))
-
-
-def _is_call_to_action(line: str) -> bool:
-    text = _LINK_TARGET.sub("]", line).strip()
-    return not text.startswith("#") and _CALL_TO_ACTION.match(text) is not None
-
-
-def drop_repeated_paragraphs(content: str) -> str:
-    """``content`` without the paragraphs of at least ``REPEAT_MIN_CHARS`` that it already holds:
-    on a thread, a reply quoting an earlier post repeats it; on a product page, a description
-    shown twice (a summary and a tab, a copy for small screens). Markdown's ``>`` marks aside."""
-    seen: set[str] = set()
-    kept = []
-    for line in content.split("\n"):
-        key = _SPACES.sub(" ", line).strip().lstrip("> ")
-        if len(key) >= REPEAT_MIN_CHARS:
-            if key in seen:
-                continue
-            seen.add(key)
-        kept.append(line)
-    return "\n".join(kept)
 
 
 def page_kind(tree: lxml.html.HtmlElement) -> str:
@@ -334,38 +284,6 @@ def _trafilatura(
         favor_recall=not precision,
     )
     return content or ""
-
-
-def page_titles(tree: lxml.html.HtmlElement) -> set[str]:
-    """The page's titles (``<title>``, ``og:title``, each ``<h1>``) as lower-case words."""
-    found = tree.xpath("//title//text() | //meta[@property='og:title']/@content")
-    found += ["".join(heading.itertext()) for heading in tree.xpath("//h1")]
-    return {words for words in map(_words, found) if words}
-
-
-def drop_title_lines(content: str, titles: set[str]) -> str:
-    """``content`` without the leading lines that repeat the page's title (the envelope has it).
-
-    A line repeats a title when its words are the title's, or a run of at least
-    ``TITLE_PART_MIN_CHARS`` inside it ("Headline" of "Headline | Site").
-    """
-    lines = content.split("\n")
-    start = 0
-    while start < len(lines) and _is_title(_words(lines[start]), titles):
-        start += 1
-    return "\n".join(lines[start:]).lstrip("\n") if start else content
-
-
-def _is_title(words: str, titles: set[str]) -> bool:
-    if not words:
-        return False
-    if len(words) < TITLE_PART_MIN_CHARS:
-        return words in titles
-    return any(words in title for title in titles)
-
-
-def _words(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower()))
 
 
 def _parse(markup: str) -> lxml.html.HtmlElement | None:

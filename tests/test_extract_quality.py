@@ -17,18 +17,15 @@ import pytest
 from bench import data
 from bench.quality import PAGES, LabelledPage, benchmark_pages, mean, non_article_pages, score
 from fetch import html_text as html_module
-from fetch.extract import extract
-from fetch.html_text import (
+from fetch.content_lines import (
     REPEAT_MIN_CHARS,
-    choose_reading,
     drop_calls_to_action,
     drop_repeated_paragraphs,
     drop_title_lines,
-    html_text,
-    page_kind,
     page_titles,
-    peer_items,
 )
+from fetch.extract import extract
+from fetch.html_text import choose_reading, html_text, page_kind, peer_items
 from fetch.page_kinds import drop_overlays, drop_related_sections, grows_inside, main_element
 from fetch.reading import read_page
 from fetch.targets import TargetOptions
