@@ -267,6 +267,15 @@ def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_
     shown = subprocess.run(
         [sys.executable, "-I", "-c", script, str(child)], capture_output=True, text=True, check=True, cwd="/"
     ).stdout
-    page_modules = ["hidden", "html_text", "markdown", "page_kinds", "page_text", "peers", "reading"]
+    page_modules = [
+        "content_lines",
+        "hidden",
+        "html_text",
+        "markdown",
+        "page_kinds",
+        "page_text",
+        "peers",
+        "reading",
+    ]
     page_modules.append("sitemap_parse")
     assert shown.strip() == str(["fetch", *(f"fetch.{name}" for name in page_modules)])
