@@ -32,6 +32,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import lxml.html
@@ -39,6 +40,7 @@ import trafilatura
 from lxml import etree
 
 from fetch.content_lines import drop_calls_to_action, drop_repeated_paragraphs, drop_title_lines, page_titles
+from fetch.markdown import links_marked, restore_links
 from fetch.page_kinds import (
     BALANCED_MORE,
     MAIN_KEEPS,
@@ -52,6 +54,8 @@ from fetch.page_kinds import (
 from fetch.page_text import whole_page_text
 from fetch.peers import peer_items
 
+# A Markdown link or image: its text, and its target (which may hold one level of parentheses).
+_LINK = re.compile(r"!?\[([^\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)")
 # trafilatura's own "too short to be the main text" threshold (MIN_EXTRACTED_SIZE).
 SHORT_MAIN_CHARS = 250
 SHORT_RATIO = 4
@@ -183,16 +187,7 @@ def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str,
     """trafilatura's balanced reading, its fallback extractors included, for a page that is not
     an article; a forum's comments are its replies."""
     with TRAFILATURA_LOCK:
-        content = trafilatura.extract(
-            tree,
-            output_format="markdown" if markdown else "txt",
-            include_comments=kind == "forum",
-            include_tables=True,
-            include_formatting=markdown,
-            include_links=markdown,
-            include_images=markdown and images,
-        )
-    return content or ""
+        return _extract(tree, markdown=markdown, include_comments=kind == "forum", images=images)
 
 
 def _whole_page_instead(
@@ -200,12 +195,12 @@ def _whole_page_instead(
 ) -> str | None:
     """The page's own main element, else the block holding the lines of ``content``, else the
     whole page's text, when ``content`` is a scrap of a page holding much more."""
-    if len(content) >= SHORT_MAIN_CHARS:
+    if _chars(content) >= SHORT_MAIN_CHARS:
         return None
     whole = whole_page_text(tree, markdown=markdown, images=images)
     # A short extract from a page with much more text is a guess gone wrong (a cookie
     # banner, a caption): the whole page serves the agent better...
-    if len(whole) <= SHORT_RATIO * len(content):
+    if _chars(whole) <= SHORT_RATIO * _chars(content):
         return None
     # ...and the one main element the page marks, when it holds much more too, better still (a
     # shop's grid of items without the menus, filters and footer around it).
@@ -213,7 +208,7 @@ def _whole_page_instead(
     # items whose prices alone trafilatura kept).
     for block in (main_element(tree), scrap_holder(tree, content)):
         text = whole_page_text(block, markdown=markdown, images=images) if block is not None else ""
-        if len(text) > SHORT_RATIO * len(content):
+        if _chars(text) > SHORT_RATIO * _chars(content):
             return text
     return whole
 
@@ -225,7 +220,7 @@ def _balanced_instead(
     ``BALANCED_MORE`` times the fast reading ``content`` and what it adds lies mostly in the
     block holding ``content`` (``fetch.page_kinds.grows_inside``): the fast reading cut the text."""
     balanced = _trafilatura_page(tree, markdown=markdown, kind="page", images=images)
-    if len(balanced) < BALANCED_MORE * len(content) or not grows_inside(tree, content, balanced):
+    if _chars(balanced) < BALANCED_MORE * _chars(content) or not grows_inside(tree, content, balanced):
         return None
     return balanced
 
@@ -241,7 +236,7 @@ def _main_element_instead(
         return None
     text = whole_page_text(main, markdown=markdown, images=images)
     keeps = MAIN_KEEPS if kind == "page" else MAIN_KEEPS_ARTICLE
-    return text if len(text) >= keeps * len(content) else None
+    return text if _chars(text) >= keeps * _chars(content) else None
 
 
 def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False) -> str:
@@ -255,7 +250,7 @@ def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool, images: bo
     """
     with TRAFILATURA_LOCK:
         precise = _trafilatura(tree, markdown=markdown, precision=True, images=images)
-        if len(precise) >= PRECISE_SURE_CHARS:
+        if _chars(precise) >= PRECISE_SURE_CHARS:
             return precise
         recall = _trafilatura(tree, markdown=markdown, precision=False, images=images)
     return choose_reading(recall, precise)
@@ -263,7 +258,7 @@ def _trafilatura_main(tree: lxml.html.HtmlElement, *, markdown: bool, images: bo
 
 def choose_reading(recall: str, precise: str) -> str:
     """The precise reading, unless it holds less than ``PRECISE_KEEPS`` of the recall one."""
-    return precise if len(precise) >= PRECISE_KEEPS * len(recall) else recall
+    return precise if _chars(precise) >= PRECISE_KEEPS * _chars(recall) else recall
 
 
 def _trafilatura(
@@ -271,19 +266,39 @@ def _trafilatura(
 ) -> str:
     # The URL is deliberately not given to trafilatura: it would write it into its log lines,
     # and sift's logs never carry a URL (docs/metrics.md).
-    content = trafilatura.extract(
+    return _extract(
         tree,
-        output_format="markdown" if markdown else "txt",
+        markdown=markdown,
+        images=images,
         fast=True,
         include_comments=False,
-        include_tables=True,
-        include_formatting=markdown,
-        include_links=markdown,
-        include_images=markdown and images,
         favor_precision=precision,
         favor_recall=not precision,
     )
-    return content or ""
+
+
+def _extract(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool, **options: Any) -> str:
+    """trafilatura's reading with tables; in Markdown with formatting, links (``fetch.markdown.links_marked``)
+    and, when asked, images."""
+    if not markdown:
+        return trafilatura.extract(tree, output_format="txt", include_tables=True, **options) or ""
+    with links_marked(tree) as links:
+        content = trafilatura.extract(
+            tree,
+            output_format="markdown",
+            include_tables=True,
+            include_formatting=True,
+            include_links=False,
+            include_images=images,
+            **options,
+        )
+    return restore_links(content or "", links)
+
+
+def _chars(content: str) -> int:
+    """How much text ``content`` holds for a reader: a Markdown link counts its text, not its target,
+    so that the readings of a page are weighed alike in either mode."""
+    return len(_LINK.sub(r"\1", content)) if "](" in content else len(content)
 
 
 def _parse(markup: str) -> lxml.html.HtmlElement | None:

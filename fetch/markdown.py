@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urljoin, urlsplit
 
 import lxml.html
@@ -29,6 +31,14 @@ _LANG_MARK = re.compile(f"{_LANG_OPEN}([^{_LANG_CLOSE}\\n]{{0,40}}){_LANG_CLOSE}
 _FENCE_MARK = re.compile(
     f"^(`{{3,}}|~{{3,}})[ \\t]*\\n{_LANG_OPEN}([^{_LANG_CLOSE}\\n]{{1,40}}){_LANG_CLOSE}\\n", re.MULTILINE
 )
+# A link's number, written at the end of its text for an extractor told to keep no links
+# (``links_marked``), and turned back into the link after it (``restore_links``).
+# One character of a script no page writes (Tangut), so that the mark hardly lengthens the text
+# the extractor weighs: the link's number is the character's place in the block.
+_LINK_MARKS = 0x17000
+LINK_MARKS_MAX = 6000
+_LINK_MARK = re.compile("[\U00017000-\U0001876f]")
+_SPACES = re.compile(r"\s+")
 # A Markdown link or image whose target is a data: URI, should one come through anyway.
 _DATA_TARGET = re.compile(r"(!?\[[^\]\n]*\])\(\s*data:[^)\s]*\)", re.IGNORECASE)
 # Attributes where pages keep an image's address (lazy loading among them); trafilatura reads these.
@@ -185,6 +195,50 @@ def code_language(block: lxml.html.HtmlElement) -> str | None:
         if language and re.fullmatch(r"[A-Za-z0-9_+#.-]{1,30}", language):
             return language.lower()
     return None
+
+
+@contextmanager
+def links_marked(tree: lxml.html.HtmlElement) -> Iterator[list[tuple[str, str]]]:
+    """``tree`` with every link that has a target and text ending its text with its number, while
+    the block runs; yields each such link's text and target, by number.
+
+    trafilatura told to keep links reads a page differently: it judges more of it as link lists
+    and drops them, on some pages most of the text (docs/decisions.md). Told to keep none, it
+    reads the page as in text mode, and the numbers it leaves in the text say where the links
+    were (``restore_links``). The marks are taken out of ``tree`` afterwards.
+    """
+    links: list[tuple[str, str]] = []
+    marked: list[tuple[lxml.html.HtmlElement, str]] = []
+    for anchor in tree.iter("a"):
+        target, text = anchor.get("href"), _SPACES.sub(" ", anchor.text_content()).strip()
+        if not target or not text or len(links) == LINK_MARKS_MAX:
+            continue
+        holder, place = (anchor[-1], "tail") if len(anchor) else (anchor, "text")
+        setattr(holder, place, (getattr(holder, place) or "") + chr(_LINK_MARKS + len(links)))
+        marked.append((holder, place))
+        links.append((text, target))
+    try:
+        yield links
+    finally:
+        for holder, place in marked:
+            setattr(holder, place, getattr(holder, place)[:-1] or None)
+
+
+def restore_links(content: str, links: list[tuple[str, str]]) -> str:
+    """``content`` read from a page whose links ``links_marked`` marked, each marked link written as
+    a Markdown link; a link whose text did not come through as it was (split, reformatted) stays text."""
+    kept: list[str] = []
+    start = 0
+    for match in _LINK_MARK.finditer(content):
+        before = content[start : match.start()]
+        number = ord(match[0]) - _LINK_MARKS
+        text, target = links[number] if number < len(links) else ("", "")
+        if text and before.endswith(text):
+            before = f"{before[: len(before) - len(text)]}[{text}]({target})"
+        kept.append(before)
+        start = match.end()
+    kept.append(content[start:])
+    return "".join(kept)
 
 
 def finish(content: str) -> str:

@@ -4,11 +4,14 @@ code blocks with their language; through ``/v1/fetch`` and batch targets (docs/f
 
 from __future__ import annotations
 
+import re
+
 import lxml.html
 import pytest
 
 from batch.adapter import fetch_target
 from batch.fetchfunc import Caller
+from bench.extract import token_f1
 from fetch.markdown import code_language, finish, repeat_spanned_cells
 from fetch.reading import read_page
 from fetch.targets import parse_target
@@ -68,6 +71,57 @@ def test_text_mode_has_no_links_or_images() -> None:
     content = _read(PAGE, images=True, markdown_mode=False)
     assert "list of ships" in content
     assert "](" not in content
+
+
+# A story written as one block of text with line breaks, beside a paragraph about the paper: told to
+# keep links, trafilatura takes that paragraph for the story (docs/decisions.md, "Markdown links").
+BRIDGE = """<html><head><title>Bridge</title>
+<script type="application/ld+json">{"@type": "NewsArticle"}</script></head>
+<body><div><div><div id="content"><div><div><div>Following the spring floods, the town council plans
+to rebuild the old river bridge with a wider deck in the first half of next year, according to minutes cited
+by the local paper . A summary of the plan was shared with residents.
+  <br>The plan says the deck will stay at two lanes, although given the traffic survey , the council would not
+rule out a third lane for buses. Two regional firms are said to be among the bidders for the steel work.
+ The new bridge will have a cycle path on its upstream side, largely based on the one built last year in the
+next valley. Given that design, the path should prove far safer than the narrow footway used by walkers in
+recent years.
+ The bridge will also have new lights and a raised kerb. It is unclear if the old stone piers will be kept.
+ The county engineer has previously said that the council will , including all the bridges on the ring road.
+ It would be hardly surprising if the council replaced the old footbridge too, which has suffered from  since
+its repair in 2016. The council continues to offer free parking to traders as part of its .
+ The old bridge was last repaired in July, while the ramps were resurfaced in May.</div></div></div></div>
+<div><div><ul><li><div class="text"><a>Ferry times </a><a></a></div></li></ul></div></div></div></div>
+<div><div><div><p>The Valley Courier is read by a broad audience
+of residents and visitors interested in
+the towns and villages of the valley. We also run an active forum focused on
+local transport, schools and the markets of the river towns. It is published in print and online every day
+of the week.</p></div></div></div></body></html>"""
+TIDES = f"""<html><head><title>Tides</title><script type="application/ld+json">{{"@type": "Article"}}</script>
+</head><body><article><h1>Tides</h1><p>{LONG} The spring tides are listed <a href="/tides/spring">here</a>,
+the neap tides <a href="/tides/neap">here</a>, and the <a href="/tides/tables"><b>full</b> tables</a> in the
+office.</p><p>{LONG} The tables are printed each winter for the year ahead and sold at the harbour office.</p>
+<p>{LONG} Ask the <a href="/staff"><span>harbour</span> <span>master</span></a> for older tables.</p>
+</article></body></html>"""
+_MARKS = range(0x17000, 0x18770)
+
+
+def _without_targets(markdown: str) -> str:
+    return re.sub(r"\]\([^)]*\)", "]", markdown)
+
+
+def test_a_markdown_reading_reads_the_same_text_as_a_text_reading() -> None:
+    markdown, text = _read(BRIDGE), _read(BRIDGE, markdown_mode=False)
+    assert "raised kerb" in text
+    assert token_f1(_without_targets(markdown), text) == 1.0  # the paragraph about the paper in neither
+
+
+def test_each_link_keeps_its_own_target_and_no_mark_is_left() -> None:
+    content = _read(TIDES)
+    spring = content.index("[here](https://harbour.example/tides/spring)")
+    assert content.index("[here](https://harbour.example/tides/neap)") > spring
+    assert "[harbour master](https://harbour.example/staff)" in content
+    assert not any(ord(char) in _MARKS for char in content)
+    assert token_f1(_without_targets(content), _read(TIDES, markdown_mode=False)) > 0.99  # and the title
 
 
 def test_spanned_cells_are_repeated_into_every_column_and_row_they_cover() -> None:
