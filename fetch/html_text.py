@@ -38,7 +38,13 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from fetch.content_lines import drop_calls_to_action, drop_repeated_paragraphs, drop_title_lines, page_titles
+from fetch.content_lines import (
+    drop_calls_to_action,
+    drop_repeated_paragraphs,
+    drop_repeated_sentences,
+    drop_title_lines,
+    page_titles,
+)
 from fetch.page_kinds import (
     BALANCED_MORE,
     MAIN_KEEPS,
@@ -147,6 +153,8 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
         content = drop_title_lines(content, page_titles(tree))
     if kind in ("forum", "product"):
         content = drop_repeated_paragraphs(content)
+    if kind == "forum":
+        content = drop_repeated_sentences(content)
     return content
 
 

@@ -19,8 +19,10 @@ from bench.quality import PAGES, LabelledPage, benchmark_pages, mean, non_articl
 from fetch import html_text as html_module
 from fetch.content_lines import (
     REPEAT_MIN_CHARS,
+    REPEAT_SENTENCE_MIN_CHARS,
     drop_calls_to_action,
     drop_repeated_paragraphs,
+    drop_repeated_sentences,
     drop_title_lines,
     page_titles,
 )
@@ -170,7 +172,7 @@ def test_every_post_of_a_thread_is_content_not_only_the_first() -> None:
 
 
 def test_a_thread_leaves_out_a_long_paragraph_met_again_a_reply_quoting_it() -> None:
-    post = "I tried feeding twice a day and the smell is gone. " * 5
+    post = " ".join(f"On day {n} I tried feeding twice a day and the smell is gone." for n in range(1, 5))
     question = "What made you start baking bread at home?"
     content = f"{post}\n\n{question}\n\n> {post}\n\nAgreed, that works.\n\n{question}"
     assert len(post) >= REPEAT_MIN_CHARS > len(question)
@@ -184,6 +186,15 @@ def test_a_thread_leaves_out_a_long_paragraph_met_again_a_reply_quoting_it() -> 
     assert text.count(post.strip()) == 1
     product = thread.replace("DiscussionForumPosting", "Product")
     assert html_text(product, url="https://shop.example/p/1", markdown=False).content.count(post.strip()) == 1
+
+
+def test_a_thread_leaves_out_a_sentence_met_again_inside_a_reply() -> None:
+    quoted = "Ubuntu 24.04 ships Qt 6.4.2 in its own packages."
+    short = "Thanks, that helps."
+    content = f"{quoted} Is that stable?\n\nAnn wrote. {quoted} Yes, it is. {short}\n\n{short}"
+    assert len(quoted) >= REPEAT_SENTENCE_MIN_CHARS > len(short)
+    assert drop_repeated_sentences(content) == f"{quoted} Is that stable?\n\nAnn wrote. Yes, it is. {short}\n\n{short}"
+    assert drop_repeated_sentences(f"{quoted}\n{quoted}\nDone.") == f"{quoted}\nDone."
 
 
 def test_comments_under_an_article_are_not_taken_for_its_posts() -> None:
