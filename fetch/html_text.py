@@ -53,11 +53,15 @@ from fetch.page_kinds import (
     drop_related_sections,
     grows_inside,
     main_element,
+    marks_main,
     scrap_holder,
 )
 from fetch.page_text import whole_page_text
 from fetch.peers import peer_items
 
+# On a page of no kind that marks no main element, trafilatura's reading favouring recall replaces
+# the balanced one when it holds at least this many times its text (the sibling-post rule's gain).
+RECALL_MORE = 1.5
 # trafilatura's own "too short to be the main text" threshold (MIN_EXTRACTED_SIZE).
 SHORT_MAIN_CHARS = 250
 SHORT_RATIO = 4
@@ -136,6 +140,8 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
     kind = page_kind(tree)
     if kind != "article":
         content = _trafilatura_page(tree, markdown=markdown, kind=kind, images=images)
+        if kind == "page" and not marks_main(tree):
+            content = _recall_instead(tree, content, markdown=markdown, images=images) or content
     else:
         content = _trafilatura_main(tree, markdown=markdown, images=images)
     whole = _whole_page_instead(tree, content, markdown=markdown, images=images)
@@ -187,12 +193,15 @@ def _schema_types(tree: lxml.html.HtmlElement) -> set[str]:
     return types
 
 
-def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str, images: bool = False) -> str:
-    """trafilatura's balanced reading, its fallback extractors included, for a page that is not
-    an article; a forum's comments are its replies."""
+def _trafilatura_page(
+    tree: lxml.html.HtmlElement, *, markdown: bool, kind: str, images: bool = False, recall: bool = False
+) -> str:
+    """trafilatura's balanced reading (favouring recall when ``recall``), its fallback extractors
+    included, for a page that is not an article; a forum's comments are its replies."""
     with TRAFILATURA_LOCK:
         content = trafilatura.extract(
             tree,
+            favor_recall=recall,
             output_format="markdown" if markdown else "txt",
             include_comments=kind == "forum",
             include_tables=True,
@@ -201,6 +210,15 @@ def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str,
             include_images=markdown and images,
         )
     return content or ""
+
+
+def _recall_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool) -> str | None:
+    """trafilatura's reading favouring recall, when it holds at least ``RECALL_MORE`` times the
+    balanced reading ``content``: on a page that names no kind and marks no main element, the
+    balanced reading often keeps one of its sections (a service's offer, a manual's first part,
+    a thread's first post)."""
+    recall = _trafilatura_page(tree, markdown=markdown, kind="page", images=images, recall=True)
+    return recall if len(recall) >= RECALL_MORE * len(content) else None
 
 
 def _whole_page_instead(

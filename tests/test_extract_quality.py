@@ -193,7 +193,8 @@ def test_a_thread_leaves_out_a_sentence_met_again_inside_a_reply() -> None:
     short = "Thanks, that helps."
     content = f"{quoted} Is that stable?\n\nAnn wrote. {quoted} Yes, it is. {short}\n\n{short}"
     assert len(quoted) >= REPEAT_SENTENCE_MIN_CHARS > len(short)
-    assert drop_repeated_sentences(content) == f"{quoted} Is that stable?\n\nAnn wrote. Yes, it is. {short}\n\n{short}"
+    without = f"{quoted} Is that stable?\n\nAnn wrote. Yes, it is. {short}\n\n{short}"
+    assert drop_repeated_sentences(content) == without
     assert drop_repeated_sentences(f"{quoted}\n{quoted}\nDone.") == f"{quoted}\nDone."
 
 
@@ -449,6 +450,39 @@ def shop_page(main: bool) -> str:
         f"{f'<main>{grid}</main>' if main else f'<div>{grid}</div>'}"
         f"<footer><ul>{menu}</ul><p>Kitchen Shop, 12 Harbour Street.</p></footer></body></html>"
     )
+
+
+def test_a_page_of_no_kind_without_a_main_element_takes_the_recall_reading_when_it_holds_much_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The balanced reading keeps one section of a service page; favouring recall keeps them all.
+    section = "Our recruiters match you with finance talent, often within two days of your call."
+    sections = "\n".join(f"{section} (section {n})" for n in range(4))
+    asked: list[bool] = []
+
+    def reading(*args: object, recall: bool = False, **kwargs: object) -> str:
+        asked.append(recall)
+        return sections if recall else section
+
+    monkeypatch.setattr(html_module, "_trafilatura_page", reading)
+    url = "https://staffing.example/finance"
+    page = "<html><head>{head}</head><body>{body}</body></html>"
+
+    assert html_text(page.format(head="", body="<div>x</div>"), url=url, markdown=False).content == sections
+    assert asked == [False, True]
+    asked.clear()
+    in_main = html_text(page.format(head="", body="<main>x</main>"), url=url, markdown=False).content
+    product = page.format(head=ld('{"@type": "Product"}'), body="<div>x</div>")
+    named = html_text(product, url=url, markdown=False)
+    assert section in in_main
+    assert "section 3" not in in_main
+    assert named.content == section
+    assert asked == [False, False]  # a page that marks a main element, or names its kind, is read once
+
+    asked.clear()
+    monkeypatch.setattr(html_module, "RECALL_MORE", 10.0)
+    assert html_text(page.format(head="", body="<div>x</div>"), url=url, markdown=False).content == section
+    assert asked == [False, True]
 
 
 def test_a_scrap_of_a_page_gives_way_to_its_main_element_else_to_the_whole_page(
