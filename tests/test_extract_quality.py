@@ -452,7 +452,7 @@ def shop_page(main: bool) -> str:
     )
 
 
-def test_a_page_of_no_kind_without_a_main_element_takes_the_recall_reading_when_it_holds_much_more(
+def test_a_page_of_no_kind_or_a_product_without_a_main_element_takes_the_recall_reading_when_much_longer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The balanced reading keeps one section of a service page; favouring recall keeps them all.
@@ -468,16 +468,17 @@ def test_a_page_of_no_kind_without_a_main_element_takes_the_recall_reading_when_
     url = "https://staffing.example/finance"
     page = "<html><head>{head}</head><body>{body}</body></html>"
 
+    product = page.format(head=ld('{"@type": "Product"}'), body="<div>x</div>")
     assert html_text(page.format(head="", body="<div>x</div>"), url=url, markdown=False).content == sections
-    assert asked == [False, True]
+    assert html_text(product, url=url, markdown=False).content == sections
+    assert asked == [False, True, False, True]
     asked.clear()
     in_main = html_text(page.format(head="", body="<main>x</main>"), url=url, markdown=False).content
-    product = page.format(head=ld('{"@type": "Product"}'), body="<div>x</div>")
-    named = html_text(product, url=url, markdown=False)
+    manual = page.format(head=ld('{"@type": "TechArticle"}'), body="<div>x</div>")
     assert section in in_main
     assert "section 3" not in in_main
-    assert named.content == section
-    assert asked == [False, False]  # a page that marks a main element, or names its kind, is read once
+    assert html_text(manual, url=url, markdown=False).content == section
+    assert asked == [False, False]  # a page that marks a main element, or names another kind, is read once
 
     asked.clear()
     monkeypatch.setattr(html_module, "RECALL_MORE", 10.0)
