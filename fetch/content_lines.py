@@ -1,7 +1,8 @@
 """Clean-ups of a page's extracted text, line by line: what no kind of page wants the agent to
 read again or to read at all — the leading lines that repeat the page's title (the envelope has
-it), a long paragraph met twice (a quoted post, a description shown twice), a short call to
-action ("Learn more", "Add to cart"). ``fetch.html_text`` applies them (docs/fetch-content.md).
+it), a long paragraph met twice (a quoted post, a description shown twice), a thread's sentence
+met again (a quote run into a reply's line), a short call to action ("Learn more", "Add to
+cart"). ``fetch.html_text`` applies them (docs/fetch-content.md).
 """
 
 from __future__ import annotations
