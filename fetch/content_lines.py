@@ -1,7 +1,8 @@
 """Clean-ups of a page's extracted text, line by line: what no kind of page wants the agent to
 read again or to read at all — the leading lines that repeat the page's title (the envelope has
-it), a long paragraph met twice (a quoted post, a description shown twice), a short call to
-action ("Learn more", "Add to cart"). ``fetch.html_text`` applies them (docs/fetch-content.md).
+it), a long paragraph met twice (a quoted post, a description shown twice), a thread's sentence
+met again (a quote run into a reply's line), a short call to action ("Learn more", "Add to
+cart"). ``fetch.html_text`` applies them (docs/fetch-content.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ TITLE_PART_MIN_CHARS = 12
 # earlier post, a description shown twice); a shorter one, such as a question put to each guest
 # of an interview, can be content.
 REPEAT_MIN_CHARS = 200
+# On a thread, a sentence this long met again is a quote of an earlier post, which extractors
+# run into the reply's own line.
+REPEAT_SENTENCE_MIN_CHARS = 40
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 # A line that opens with a call to action ("Learn more about ...", "Get started", "Add to cart")
 # and runs at most this many characters more, not ending as a sentence, is a button or a link to
 # elsewhere, not the page's text.
@@ -61,6 +66,26 @@ def drop_repeated_paragraphs(content: str) -> str:
                 continue
             seen.add(key)
         kept.append(line)
+    return "\n".join(kept)
+
+
+def drop_repeated_sentences(content: str) -> str:
+    """``content`` without the sentences of at least ``REPEAT_SENTENCE_MIN_CHARS`` that it already
+    holds: a thread's reply quoting an earlier post repeats its sentences, often on the reply's own
+    line ("@ann said in ...: <her sentence> I agree"). A line left empty goes."""
+    seen: set[str] = set()
+    kept = []
+    for line in content.split("\n"):
+        parts = []
+        for sentence in _SENTENCE_END.split(line):
+            key = _SPACES.sub(" ", sentence).strip().lstrip("> ")
+            if len(key) >= REPEAT_SENTENCE_MIN_CHARS:
+                if key in seen:
+                    continue
+                seen.add(key)
+            parts.append(sentence)
+        if parts or not line.strip():
+            kept.append(" ".join(parts))
     return "\n".join(kept)
 
 

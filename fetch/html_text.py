@@ -7,12 +7,15 @@ Then the page's kind, from what it says of itself (schema.org types, ``og:type``
 article is read by trafilatura favouring precision, and again favouring recall when the precise
 reading is short (the precise one wins unless it cut into the text); any other page (a forum
 thread, a product, documentation, a listing, a page that says nothing) by trafilatura's balanced
-reading with its fallback extractors, a forum's comments (its replies) included. A page of no
-kind, and an article by ``og:type`` alone whose reading dropped most of it, is read from the one
-main element it marks, when it has one (fetch/page_kinds.py). On an article
+reading with its fallback extractors, a forum's comments (its replies) included; a page of no
+kind or a product page that marks no main element by its reading favouring recall when that one
+holds much more. A page of no kind, and an article by ``og:type`` alone whose reading dropped
+most of it, is read from the one main element it marks, when it has one
+(fetch/page_kinds.py). On an article
 or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
 body is the content; on a thread or a product page, a long paragraph met again (a reply quoting
-an earlier post, a description shown twice) is left out; on any page, so is a short line that
+an earlier post, a description shown twice) is left out, and on a thread a sentence met again
+(a quote run into a reply's line); on any page, so is a short line that
 is a call to action ("Learn more", "Add to cart"). When trafilatura finds nothing, or only
 a scrap of a page that holds much more text (an index, a form, an app shell), the page's main
 element, else the block around the scrap's lines, else the whole page, is flattened instead, so
@@ -39,7 +42,13 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from fetch.content_lines import drop_calls_to_action, drop_repeated_paragraphs, drop_title_lines, page_titles
+from fetch.content_lines import (
+    drop_calls_to_action,
+    drop_repeated_paragraphs,
+    drop_repeated_sentences,
+    drop_title_lines,
+    page_titles,
+)
 from fetch.markdown import links_marked, restore_links
 from fetch.page_kinds import (
     BALANCED_MORE,
@@ -49,6 +58,7 @@ from fetch.page_kinds import (
     drop_related_sections,
     grows_inside,
     main_element,
+    marks_main,
     scrap_holder,
 )
 from fetch.page_text import whole_page_text
@@ -56,6 +66,10 @@ from fetch.peers import peer_items
 
 # A Markdown link or image: its text, and its target (which may hold one level of parentheses).
 _LINK = re.compile(r"!?\[([^\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)")
+# On a page of no kind or a product page that marks no main element, trafilatura's reading
+# favouring recall replaces the balanced one when it holds at least this many times its text (the
+# sibling-post rule's gain).
+RECALL_MORE = 1.5
 # trafilatura's own "too short to be the main text" threshold (MIN_EXTRACTED_SIZE).
 SHORT_MAIN_CHARS = 250
 SHORT_RATIO = 4
@@ -134,6 +148,8 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
     kind = page_kind(tree)
     if kind != "article":
         content = _trafilatura_page(tree, markdown=markdown, kind=kind, images=images)
+        if kind in ("page", "product") and not marks_main(tree):
+            content = _recall_instead(tree, content, markdown=markdown, images=images) or content
     else:
         content = _trafilatura_main(tree, markdown=markdown, images=images)
     whole = _whole_page_instead(tree, content, markdown=markdown, images=images)
@@ -151,6 +167,8 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
         content = drop_title_lines(content, page_titles(tree))
     if kind in ("forum", "product"):
         content = drop_repeated_paragraphs(content)
+    if kind == "forum":
+        content = drop_repeated_sentences(content)
     return content
 
 
@@ -183,11 +201,24 @@ def _schema_types(tree: lxml.html.HtmlElement) -> set[str]:
     return types
 
 
-def _trafilatura_page(tree: lxml.html.HtmlElement, *, markdown: bool, kind: str, images: bool = False) -> str:
-    """trafilatura's balanced reading, its fallback extractors included, for a page that is not
-    an article; a forum's comments are its replies."""
+def _trafilatura_page(
+    tree: lxml.html.HtmlElement, *, markdown: bool, kind: str, images: bool = False, recall: bool = False
+) -> str:
+    """trafilatura's balanced reading (favouring recall when ``recall``), its fallback extractors
+    included, for a page that is not an article; a forum's comments are its replies."""
     with TRAFILATURA_LOCK:
-        return _extract(tree, markdown=markdown, include_comments=kind == "forum", images=images)
+        return _extract(
+            tree, markdown=markdown, images=images, include_comments=kind == "forum", favor_recall=recall
+        )
+
+
+def _recall_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool) -> str | None:
+    """trafilatura's reading favouring recall, when it holds at least ``RECALL_MORE`` times the
+    balanced reading ``content``: on a page that names no kind, or a product page, and marks no
+    main element, the balanced reading often keeps one of its sections (a service's offer, a
+    manual's first part, a thread's first post, a product's description without its features)."""
+    recall = _trafilatura_page(tree, markdown=markdown, kind="page", images=images, recall=True)
+    return recall if _chars(recall) >= RECALL_MORE * _chars(content) else None
 
 
 def _whole_page_instead(

@@ -59,6 +59,11 @@ _FURNITURE_NAMES = re.compile(
 )
 
 
+def marks_main(tree: lxml.html.HtmlElement) -> bool:
+    """Whether the page marks a main element (one or several)."""
+    return bool(tree.xpath(_MAIN))
+
+
 def main_element(tree: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
     """A copy of the page's one main element without its furniture, or None when the page marks
     no main element or more than one."""
