@@ -198,25 +198,24 @@ def code_language(block: lxml.html.HtmlElement) -> str | None:
 
 
 @contextmanager
-def links_marked(tree: lxml.html.HtmlElement) -> Iterator[list[tuple[str, str]]]:
+def links_marked(tree: lxml.html.HtmlElement) -> Iterator[list[lxml.html.HtmlElement]]:
     """``tree`` with every link that has a target and text ending its text with its number, while
-    the block runs; yields each such link's text and target, by number.
+    the block runs; yields the links, by number.
 
     trafilatura told to keep links reads a page differently: it judges more of it as link lists
     and drops them, on some pages most of the text (docs/decisions.md). Told to keep none, it
     reads the page as in text mode, and the numbers it leaves in the text say where the links
     were (``restore_links``). The marks are taken out of ``tree`` afterwards.
     """
-    links: list[tuple[str, str]] = []
+    links: list[lxml.html.HtmlElement] = []
     marked: list[tuple[lxml.html.HtmlElement, str]] = []
     for anchor in tree.iter("a"):
-        target, text = anchor.get("href"), _SPACES.sub(" ", anchor.text_content()).strip()
-        if not target or not text or len(links) == LINK_MARKS_MAX:
+        if not anchor.get("href") or not _has_text(anchor) or len(links) == LINK_MARKS_MAX:
             continue
         holder, place = (anchor[-1], "tail") if len(anchor) else (anchor, "text")
         setattr(holder, place, (getattr(holder, place) or "") + chr(_LINK_MARKS + len(links)))
         marked.append((holder, place))
-        links.append((text, target))
+        links.append(anchor)
     try:
         yield links
     finally:
@@ -224,7 +223,11 @@ def links_marked(tree: lxml.html.HtmlElement) -> Iterator[list[tuple[str, str]]]
             setattr(holder, place, getattr(holder, place)[:-1] or None)
 
 
-def restore_links(content: str, links: list[tuple[str, str]]) -> str:
+def _has_text(anchor: lxml.html.HtmlElement) -> bool:
+    return bool((anchor.text or "").strip() or (len(anchor) and anchor.text_content().strip()))
+
+
+def restore_links(content: str, links: list[lxml.html.HtmlElement]) -> str:
     """``content`` read from a page whose links ``links_marked`` marked, each marked link written as
     a Markdown link; a link whose text did not come through as it was (split, reformatted) stays text."""
     kept: list[str] = []
@@ -232,9 +235,10 @@ def restore_links(content: str, links: list[tuple[str, str]]) -> str:
     for match in _LINK_MARK.finditer(content):
         before = content[start : match.start()]
         number = ord(match[0]) - _LINK_MARKS
-        text, target = links[number] if number < len(links) else ("", "")
+        link = links[number] if number < len(links) else None
+        text = _SPACES.sub(" ", link.text_content()).strip() if link is not None else ""
         if text and before.endswith(text):
-            before = f"{before[: len(before) - len(text)]}[{text}]({target})"
+            before = f"{before[: len(before) - len(text)]}[{text}]({link.get('href')})"
         kept.append(before)
         start = match.end()
     kept.append(content[start:])
