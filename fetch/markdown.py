@@ -235,10 +235,10 @@ def restore_links(content: str, links: list[lxml.html.HtmlElement]) -> str:
     for match in _LINK_MARK.finditer(content):
         before = content[start : match.start()]
         number = ord(match[0]) - _LINK_MARKS
-        link = links[number] if number < len(links) else None
-        text = _SPACES.sub(" ", link.text_content()).strip() if link is not None else ""
-        if text and before.endswith(text):
-            before = f"{before[: len(before) - len(text)]}[{text}]({link.get('href')})"
+        if number < len(links):
+            text = _SPACES.sub(" ", links[number].text_content()).strip()
+            if text and before.endswith(text):
+                before = f"{before[: len(before) - len(text)]}[{text}]({links[number].get('href')})"
         kept.append(before)
         start = match.end()
     kept.append(content[start:])
