@@ -58,15 +58,7 @@ def drop_repeated_paragraphs(content: str) -> str:
     on a thread, a reply quoting an earlier post repeats it; on a product page, a description
     shown twice (a summary and a tab, a copy for small screens). Markdown's ``>`` marks aside."""
     seen: set[str] = set()
-    kept = []
-    for line in content.split("\n"):
-        key = _SPACES.sub(" ", line).strip().lstrip("> ")
-        if len(key) >= REPEAT_MIN_CHARS:
-            if key in seen:
-                continue
-            seen.add(key)
-        kept.append(line)
-    return "\n".join(kept)
+    return "\n".join(line for line in content.split("\n") if _first_time(line, seen, REPEAT_MIN_CHARS))
 
 
 def drop_repeated_sentences(content: str) -> str:
@@ -76,17 +68,24 @@ def drop_repeated_sentences(content: str) -> str:
     seen: set[str] = set()
     kept = []
     for line in content.split("\n"):
-        parts = []
-        for sentence in _SENTENCE_END.split(line):
-            key = _SPACES.sub(" ", sentence).strip().lstrip("> ")
-            if len(key) >= REPEAT_SENTENCE_MIN_CHARS:
-                if key in seen:
-                    continue
-                seen.add(key)
-            parts.append(sentence)
+        parts = [
+            part for part in _SENTENCE_END.split(line) if _first_time(part, seen, REPEAT_SENTENCE_MIN_CHARS)
+        ]
         if parts or not line.strip():
             kept.append(" ".join(parts))
     return "\n".join(kept)
+
+
+def _first_time(text: str, seen: set[str], least: int) -> bool:
+    """Whether ``text`` (its spacing and Markdown's ``>`` marks aside) is shorter than ``least`` or
+    not in ``seen`` yet; it is in ``seen`` afterwards."""
+    key = _SPACES.sub(" ", text).strip().lstrip("> ")
+    if len(key) < least:
+        return True
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
 
 
 def page_titles(tree: lxml.html.HtmlElement) -> set[str]:
