@@ -79,6 +79,10 @@ REQUEST_CAP_SECONDS = 5.0
 CHECK_SECONDS = 0.1  # the longest the page waits in itself before this process looks again
 ROUTED_CHECK_SECONDS = 0.01  # how often a routed request still pending is looked at
 SPARE_WAIT_SECONDS = 3.0  # how long a render waits for the spare tab before making its own
+# What a render leaves to the browser (its tab to close, the next spare to make) waits this long
+# after the answer went out, so it does not take the cores from the caller's reading of that
+# answer (its extraction); a render that comes sooner has it begun at once.
+TIDY_SECONDS = 0.05
 # Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
 # computed style hides from a reader (fetch/hidden.py drops it).
 HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="utf-8")
@@ -149,7 +153,9 @@ class Server:
         self.browser: Browser | None = None
         self.launching = asyncio.Lock()
         self.spare: asyncio.Task[Tab] | None = None
+        self.finished: list[Tab] = []
         self.closing: set[asyncio.Task[None]] = set()
+        self.tidying: asyncio.TimerHandle | None = None
         self.active = 0
         self.last_used = asyncio.get_running_loop().time()
 
@@ -165,6 +171,7 @@ class Server:
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.active += 1
+        self.tidy()
         try:
             write_frame(writer, {"pid": os.getpid()})
             await writer.drain()
@@ -191,11 +198,12 @@ class Server:
             self.active -= 1
             self.last_used = asyncio.get_running_loop().time()
             writer.close()
-            self.prepare_spare()
+            if self.tidying is None:
+                self.tidying = asyncio.get_running_loop().call_later(TIDY_SECONDS, self.tidy)
 
     async def tab(self, chromium: str) -> Tab:
         """The spare tab if it is ready on the running browser, a new one otherwise; the next
-        spare is begun at once, so that it is ready when the next render comes."""
+        spare is begun shortly after this render's answer (``tidy``)."""
         browser = await self.browser_for(chromium)
         spare, self.spare = self.spare, None
         if spare is not None:
@@ -211,6 +219,18 @@ class Server:
         """The browser, then a spare tab: begun before a render waiting for the browser resumes."""
         await self.browser_for(chromium)
         self.prepare_spare()
+
+    def tidy(self) -> None:
+        """The next spare begun and the finished tabs closed, now."""
+        if self.tidying is not None:
+            self.tidying.cancel()
+            self.tidying = None
+        self.prepare_spare()
+        for tab in self.finished:
+            closing = asyncio.create_task(tab.close())
+            self.closing.add(closing)
+            closing.add_done_callback(self.closing.discard)
+        self.finished.clear()
 
     def prepare_spare(self) -> None:
         if self.spare is None and self.browser is not None and self.browser.is_connected():
@@ -231,10 +251,8 @@ class Server:
             alive = self.browser is not None and self.browser.is_connected()
             return "", {"failed": reason, "page_crashed": tab_died and alive}
         finally:
-            if tab is not None:  # closed while the answer goes out, not before
-                closing = asyncio.create_task(tab.close())
-                self.closing.add(closing)
-                closing.add_done_callback(self.closing.discard)
+            if tab is not None:  # closed after the answer went out, not before (``tidy``)
+                self.finished.append(tab)
 
     async def watch_idle(self) -> None:
         loop = asyncio.get_running_loop()
