@@ -89,15 +89,19 @@ HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="u
 # Runs in every frame before the page's scripts: what the page still waits for, when its DOM
 # last changed, and the browser's own serializer for reading the DOM.
 READY_SCRIPT = Path(__file__).with_name("ready.js").read_text(encoding="utf-8")
-READY_WAIT = (
-    "([quiet, longer, most]) => { const s = window.__siftReady;"
-    " return s ? s.settled(quiet, longer, most) : [1e9, 0, 0, quiet]; }"
-)
 # The hidden marks, then the DOM in the page's own world: one round trip, and none of the
 # isolated world page.content() builds on its first use in a document (the fallback).
 READ_DOM = (
     "() => { " + HIDDEN_MARKS + "\n const s = window.__siftReady;"
     " try { return s && s.html ? s.html() : null; } catch (e) { return null; } }"
+)
+# The wait, and with ``read`` the DOM as READ_DOM reads it in the same call when the page is
+# quiet by its own counts (one round trip less; thrown away if a routed request came meanwhile).
+READY_WAIT = (
+    "([quiet, longer, most, read]) => { const s = window.__siftReady;"
+    " if (!s) return [1e9, 0, 0, quiet, null];"
+    " return s.settled(quiet, longer, most).then((r) => [...r,"
+    " read && r[1] + r[2] === 0 && r[0] >= r[3] ? (" + READ_DOM + ")() : null]); }"
 )
 
 
@@ -337,8 +341,9 @@ class Tab:
         self.talk, self.job, self.document = talk, job, document
         # The client ends the render at its deadline; this bound only keeps a lost one from staying.
         await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"] + 5000)
-        await settle(self.page, talk)
-        html = await self.page.evaluate(READ_DOM)
+        html = await settle(self.page, talk)
+        if html is None:
+            html = await self.page.evaluate(READ_DOM)
         return html if isinstance(html, str) else await self.page.content()
 
     async def close(self) -> None:
@@ -351,8 +356,9 @@ async def refuse_socket(socket: WebSocketRoute) -> None:
     await socket.close(code=1008, reason="sift refuses WebSockets")
 
 
-async def settle(page: Page, talk: Job) -> None:
-    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps.
+async def settle(page: Page, talk: Job) -> str | None:
+    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps;
+    the DOM read as READ_DOM reads it when the last look could read it, else None.
 
     The page waits in itself (READY_SCRIPT's ``settled``) for its own counts and DOM, up to
     CHECK_SECONDS at a time; what only this process knows, the routed requests, is added here.
@@ -361,19 +367,21 @@ async def settle(page: Page, talk: Job) -> None:
     loaded = loop.time()
     while loop.time() - loaded < REQUEST_CAP_SECONDS:
         try:
-            windows = [QUIET_SECONDS * 1000, LONGER_QUIET_SECONDS * 1000, CHECK_SECONDS * 1000]
-            unchanged_ms, timers, requests, window_ms = await page.evaluate(READY_WAIT, windows)
+            read = not talk.pending and loop.time() - talk.last_change >= ROUTED_QUIET_SECONDS
+            windows = [QUIET_SECONDS * 1000, LONGER_QUIET_SECONDS * 1000, CHECK_SECONDS * 1000, read]
+            unchanged_ms, timers, requests, window_ms, html = await page.evaluate(READY_WAIT, windows)
         except Error:
-            return  # a page navigating away or gone is read as it is
+            return None  # a page navigating away or gone is read as it is
         requests += talk.pending
         now = loop.time()
         routed_quiet = now - talk.last_change >= ROUTED_QUIET_SECONDS
         if requests == 0 and timers == 0 and routed_quiet and unchanged_ms >= window_ms:
-            return
+            return html if isinstance(html, str) else None
         if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
-            return  # never quiet: polling, animating
+            return None  # never quiet: polling, animating
         if talk.pending or not routed_quiet:  # the page alone would not wait
             await asyncio.sleep(max(ROUTED_CHECK_SECONDS, ROUTED_QUIET_SECONDS - (now - talk.last_change)))
+    return None  # a request pending at the cap: the page is read as it is
 
 
 async def main(path: str, idle_seconds: float, chromium: str) -> None:
