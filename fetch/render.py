@@ -135,6 +135,7 @@ def render(document: client.Download) -> str:
             },
             document.body,
         )
+        conversation.listen()
         return conversation.run()
     except FetchError as exc:
         if exc.outcome == Outcome.TIMEOUT or conversation.over_memory:
@@ -154,7 +155,13 @@ class _Conversation:
         self.fetchers = ThreadPoolExecutor(PARALLEL_FETCHES, thread_name_prefix="render-fetch")
         self.over_memory = False
         self.started = False
+
+    def listen(self) -> None:
+        """The reader thread and a first fetch thread, started once the job is sent: their
+        starts (a wait for the GIL each, up to ms on a busy process) overlap the render
+        process's reading of the job, not a subrequest's wait."""
         threading.Thread(target=self._read, daemon=True).start()
+        self.fetchers.submit(_nothing)
 
     def send(self, header: dict[str, Any], body: bytes = b"") -> None:
         if body:
@@ -242,6 +249,10 @@ class _Conversation:
         with suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _content_type(download: client.Download) -> str:

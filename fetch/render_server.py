@@ -79,21 +79,29 @@ REQUEST_CAP_SECONDS = 5.0
 CHECK_SECONDS = 0.1  # the longest the page waits in itself before this process looks again
 ROUTED_CHECK_SECONDS = 0.01  # how often a routed request still pending is looked at
 SPARE_WAIT_SECONDS = 3.0  # how long a render waits for the spare tab before making its own
+# What a render leaves to the browser (its tab to close, the next spare to make) waits this long
+# after the answer went out, so it does not take the cores from the caller's reading of that
+# answer (its extraction); a render that comes sooner has it begun at once.
+TIDY_SECONDS = 0.05
 # Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
 # computed style hides from a reader (fetch/hidden.py drops it).
 HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="utf-8")
 # Runs in every frame before the page's scripts: what the page still waits for, when its DOM
 # last changed, and the browser's own serializer for reading the DOM.
 READY_SCRIPT = Path(__file__).with_name("ready.js").read_text(encoding="utf-8")
-READY_WAIT = (
-    "([quiet, longer, most]) => { const s = window.__siftReady;"
-    " return s ? s.settled(quiet, longer, most) : [1e9, 0, 0, quiet]; }"
-)
 # The hidden marks, then the DOM in the page's own world: one round trip, and none of the
 # isolated world page.content() builds on its first use in a document (the fallback).
 READ_DOM = (
     "() => { " + HIDDEN_MARKS + "\n const s = window.__siftReady;"
     " try { return s && s.html ? s.html() : null; } catch (e) { return null; } }"
+)
+# The wait, and with ``read`` the DOM as READ_DOM reads it in the same call when the page is
+# quiet by its own counts (one round trip less; thrown away if a routed request came meanwhile).
+READY_WAIT = (
+    "([quiet, longer, most, read]) => { const s = window.__siftReady;"
+    " if (!s) return [1e9, 0, 0, quiet, null];"
+    " return s.settled(quiet, longer, most).then((r) => [...r,"
+    " read && r[1] + r[2] === 0 && r[0] >= r[3] ? (" + READ_DOM + ")() : null]); }"
 )
 
 
@@ -149,7 +157,9 @@ class Server:
         self.browser: Browser | None = None
         self.launching = asyncio.Lock()
         self.spare: asyncio.Task[Tab] | None = None
+        self.finished: list[Tab] = []
         self.closing: set[asyncio.Task[None]] = set()
+        self.tidying: asyncio.TimerHandle | None = None
         self.active = 0
         self.last_used = asyncio.get_running_loop().time()
 
@@ -165,6 +175,7 @@ class Server:
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.active += 1
+        self.tidy()
         try:
             write_frame(writer, {"pid": os.getpid()})
             await writer.drain()
@@ -191,11 +202,12 @@ class Server:
             self.active -= 1
             self.last_used = asyncio.get_running_loop().time()
             writer.close()
-            self.prepare_spare()
+            if self.tidying is None:
+                self.tidying = asyncio.get_running_loop().call_later(TIDY_SECONDS, self.tidy)
 
     async def tab(self, chromium: str) -> Tab:
         """The spare tab if it is ready on the running browser, a new one otherwise; the next
-        spare is begun at once, so that it is ready when the next render comes."""
+        spare is begun shortly after this render's answer (``tidy``)."""
         browser = await self.browser_for(chromium)
         spare, self.spare = self.spare, None
         if spare is not None:
@@ -211,6 +223,18 @@ class Server:
         """The browser, then a spare tab: begun before a render waiting for the browser resumes."""
         await self.browser_for(chromium)
         self.prepare_spare()
+
+    def tidy(self) -> None:
+        """The next spare begun and the finished tabs closed, now."""
+        if self.tidying is not None:
+            self.tidying.cancel()
+            self.tidying = None
+        self.prepare_spare()
+        for tab in self.finished:
+            closing = asyncio.create_task(tab.close())
+            self.closing.add(closing)
+            closing.add_done_callback(self.closing.discard)
+        self.finished.clear()
 
     def prepare_spare(self) -> None:
         if self.spare is None and self.browser is not None and self.browser.is_connected():
@@ -231,10 +255,8 @@ class Server:
             alive = self.browser is not None and self.browser.is_connected()
             return "", {"failed": reason, "page_crashed": tab_died and alive}
         finally:
-            if tab is not None:  # closed while the answer goes out, not before
-                closing = asyncio.create_task(tab.close())
-                self.closing.add(closing)
-                closing.add_done_callback(self.closing.discard)
+            if tab is not None:  # closed after the answer went out, not before (``tidy``)
+                self.finished.append(tab)
 
     async def watch_idle(self) -> None:
         loop = asyncio.get_running_loop()
@@ -319,8 +341,9 @@ class Tab:
         self.talk, self.job, self.document = talk, job, document
         # The client ends the render at its deadline; this bound only keeps a lost one from staying.
         await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"] + 5000)
-        await settle(self.page, talk)
-        html = await self.page.evaluate(READ_DOM)
+        html = await settle(self.page, talk)
+        if html is None:
+            html = await self.page.evaluate(READ_DOM)
         return html if isinstance(html, str) else await self.page.content()
 
     async def close(self) -> None:
@@ -333,8 +356,9 @@ async def refuse_socket(socket: WebSocketRoute) -> None:
     await socket.close(code=1008, reason="sift refuses WebSockets")
 
 
-async def settle(page: Page, talk: Job) -> None:
-    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps.
+async def settle(page: Page, talk: Job) -> str | None:
+    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps;
+    the DOM read as READ_DOM reads it when the last look could read it, else None.
 
     The page waits in itself (READY_SCRIPT's ``settled``) for its own counts and DOM, up to
     CHECK_SECONDS at a time; what only this process knows, the routed requests, is added here.
@@ -343,19 +367,21 @@ async def settle(page: Page, talk: Job) -> None:
     loaded = loop.time()
     while loop.time() - loaded < REQUEST_CAP_SECONDS:
         try:
-            windows = [QUIET_SECONDS * 1000, LONGER_QUIET_SECONDS * 1000, CHECK_SECONDS * 1000]
-            unchanged_ms, timers, requests, window_ms = await page.evaluate(READY_WAIT, windows)
+            read = not talk.pending and loop.time() - talk.last_change >= ROUTED_QUIET_SECONDS
+            windows = [QUIET_SECONDS * 1000, LONGER_QUIET_SECONDS * 1000, CHECK_SECONDS * 1000, read]
+            unchanged_ms, timers, requests, window_ms, html = await page.evaluate(READY_WAIT, windows)
         except Error:
-            return  # a page navigating away or gone is read as it is
+            return None  # a page navigating away or gone is read as it is
         requests += talk.pending
         now = loop.time()
         routed_quiet = now - talk.last_change >= ROUTED_QUIET_SECONDS
         if requests == 0 and timers == 0 and routed_quiet and unchanged_ms >= window_ms:
-            return
+            return html if isinstance(html, str) else None
         if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
-            return  # never quiet: polling, animating
+            return None  # never quiet: polling, animating
         if talk.pending or not routed_quiet:  # the page alone would not wait
             await asyncio.sleep(max(ROUTED_CHECK_SECONDS, ROUTED_QUIET_SECONDS - (now - talk.last_change)))
+    return None  # a request pending at the cap: the page is read as it is
 
 
 async def main(path: str, idle_seconds: float, chromium: str) -> None:
