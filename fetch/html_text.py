@@ -310,20 +310,26 @@ def _trafilatura(
 
 def _extract(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool, **options: Any) -> str:
     """trafilatura's reading with tables; in Markdown with formatting, links (``fetch.markdown.links_marked``)
-    and, when asked, images."""
+    and, when asked, images. A page that writes the marks' script itself is read with trafilatura
+    keeping the links."""
     if not markdown:
         return trafilatura.extract(tree, output_format="txt", include_tables=True, **options) or ""
+    markdown_options: dict[str, Any] = {
+        "output_format": "markdown",
+        "include_tables": True,
+        "include_formatting": True,
+    }
     with links_marked(tree) as links:
         content = trafilatura.extract(
-            tree,
-            output_format="markdown",
-            include_tables=True,
-            include_formatting=True,
-            include_links=False,
-            include_images=images,
-            **options,
+            tree, include_links=False, include_images=images, **markdown_options, **options
         )
-    return restore_links(content or "", links)
+    restored = restore_links(content or "", links)
+    if restored is None:
+        content = trafilatura.extract(
+            tree, include_links=True, include_images=images, **markdown_options, **options
+        )
+        return content or ""
+    return restored
 
 
 def _chars(content: str) -> int:

@@ -227,18 +227,24 @@ def _has_text(anchor: lxml.html.HtmlElement) -> bool:
     return bool((anchor.text or "").strip() or (len(anchor) and anchor.text_content().strip()))
 
 
-def restore_links(content: str, links: list[lxml.html.HtmlElement]) -> str:
+def restore_links(content: str, links: list[lxml.html.HtmlElement]) -> str | None:
     """``content`` read from a page whose links ``links_marked`` marked, each marked link written as
-    a Markdown link; a link whose text did not come through as it was (split, reformatted) stays text."""
+    a Markdown link; a link whose text did not come through as it was (split, reformatted) stays text.
+
+    ``None`` when ``content`` holds a character of the marks' block that no mark explains (one past
+    the last link's, or one met twice): the page writes that script itself, and would lose it.
+    """
+    numbers = [ord(mark) - _LINK_MARKS for mark in _LINK_MARK.findall(content)]
+    if len(set(numbers)) < len(numbers) or any(number >= len(links) for number in numbers):
+        return None
     kept: list[str] = []
     start = 0
     for match in _LINK_MARK.finditer(content):
         before = content[start : match.start()]
-        number = ord(match[0]) - _LINK_MARKS
-        if number < len(links):
-            text = _SPACES.sub(" ", links[number].text_content()).strip()
-            if text and before.endswith(text):
-                before = f"{before[: len(before) - len(text)]}[{text}]({links[number].get('href')})"
+        link = links[ord(match[0]) - _LINK_MARKS]
+        text = _SPACES.sub(" ", link.text_content()).strip()
+        if text and before.endswith(text):
+            before = f"{before[: len(before) - len(text)]}[{text}]({link.get('href')})"
         kept.append(before)
         start = match.end()
     kept.append(content[start:])

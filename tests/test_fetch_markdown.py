@@ -124,6 +124,14 @@ def test_each_link_keeps_its_own_target_and_no_mark_is_left() -> None:
     assert token_f1(_without_targets(content), _read(TIDES, markdown_mode=False)) > 0.99  # and the title
 
 
+def test_a_page_that_writes_the_marks_script_keeps_it_and_its_links() -> None:
+    tangut = "\U00018000\U00018001\U00017002"  # Tangut, the script the links' marks are taken from
+    page = TIDES.replace("The tables are printed", f"The tables, {tangut} in Tangut, are printed")
+    content = _read(page)
+    assert tangut in content
+    assert "[here](https://harbour.example/tides/neap)" in content
+
+
 def test_spanned_cells_are_repeated_into_every_column_and_row_they_cover() -> None:
     content = _read(PAGE)
     assert "| Ship | Cargo and crew | Cargo and crew |" in content
