@@ -11,17 +11,15 @@ fresh context, made ahead of it (one spare). Every request the page makes is rou
 handed to the connection's client, which fetches it with sift's guarded client; the route
 handlers run concurrently (Playwright's async API), so a page's subrequests are asked for
 together and the client bounds how many it fetches at once. After ``argv[2]`` seconds
-without a render the process closes the browser and ends, returning its memory.
-
-Frames, both ways: a JSON line, then ``size`` raw bytes when the line has a ``size``.
+without a render the process closes the browser and ends, returning its memory. Frames, both
+ways: a JSON line, then ``size`` raw bytes when the line has a ``size``.
 Server → client: ``{"pid"}`` on connecting; ``{"started": true}`` once the browser and the
 page's context are ready; ``{"fetch": url, "id"}`` for each request of the page; last
 ``{"html": true, "size"}`` with the DOM as UTF-8, or ``{"failed": reason, "page_crashed": bool}``.
 Client → server: the job ``{"chromium", "url", "content_type", "timeout_ms", "size"}`` with the
 document's bytes, then answers ``{"id", "status", "content_type", "size"}`` or ``{"id",
-"refused": reason}``. ``page_crashed`` says the tab died while the browser lived on (its V8
-heap, ``--max-old-space-size``, or its renderer killed for memory): Playwright's ``crash``
-event and "Page crashed".
+"refused": reason}``. ``page_crashed``: the tab died (its V8 heap, ``--max-old-space-size``, or its
+renderer killed for memory) while the browser lived on.
 """
 
 from __future__ import annotations
@@ -79,9 +77,8 @@ REQUEST_CAP_SECONDS = 5.0
 CHECK_SECONDS = 0.1  # the longest the page waits in itself before this process looks again
 ROUTED_CHECK_SECONDS = 0.01  # how often a routed request still pending is looked at
 SPARE_WAIT_SECONDS = 3.0  # how long a render waits for the spare tab before making its own
-# What a render leaves to the browser (its tab to close, the next spare to make) waits this long
-# after the answer went out, so it does not take the cores from the caller's reading of that
-# answer (its extraction); a render that comes sooner has it begun at once.
+# A render's tab is closed and the next spare made this long after its answer, not beside the
+# caller's extraction of it; a render that comes sooner begins them at once.
 TIDY_SECONDS = 0.05
 # Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
 # computed style hides from a reader (fetch/hidden.py drops it).
@@ -95,8 +92,7 @@ READ_DOM = (
     "() => { " + HIDDEN_MARKS + "\n const s = window.__siftReady;"
     " try { return s && s.html ? s.html() : null; } catch (e) { return null; } }"
 )
-# The wait, and with ``read`` the DOM as READ_DOM reads it in the same call when the page is
-# quiet by its own counts (one round trip less; thrown away if a routed request came meanwhile).
+# The wait; with ``read``, also the DOM (as READ_DOM) once the page is quiet by its own counts.
 READY_WAIT = (
     "([quiet, longer, most, read]) => { const s = window.__siftReady;"
     " if (!s) return [1e9, 0, 0, quiet, null];"
