@@ -21,9 +21,11 @@ from itertools import islice
 from typing import Literal
 
 import lxml.html
+import trafilatura.utils
 from lxml import etree
 
 from fetch import hidden, markdown
+from fetch.element_classes import use_lxml_lookup
 from fetch.html_text import HtmlText, html_text
 
 Hidden = Literal["drop", "keep"]
@@ -47,6 +49,9 @@ _MOUNT = (
     "//body//*[((self::div or self::main or self::section or self::article) and @id"
     " or contains(name(), '-')) and not(*) and normalize-space(.)='']"
 )
+
+# trafilatura parses each page with a parser of its own (``load_html``, which ``html_text`` calls).
+use_lxml_lookup(trafilatura.utils.HTML_PARSER)
 
 
 @dataclass(frozen=True)
