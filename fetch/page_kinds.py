@@ -188,7 +188,7 @@ def _named_banners(tree: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
     no banner's name spans), and only a page that names one is walked in Python, each name
     read and tested on its own (faster than an XPath testing every element's names for each word).
     """
-    names = "\n".join(name for path in _NAMES for name in path(tree))
+    names = "\n".join("\n".join(path(tree)) for path in _NAMES)
     if not _CONSENT_NAMES.search(names.lower()):
         return []
     found: list[lxml.html.HtmlElement] = []
