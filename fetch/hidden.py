@@ -42,9 +42,10 @@ _OFF_SCREEN = re.compile(
 OFF_SCREEN_PX = 1000
 _EM_PX = 16
 # The only elements that can be hidden, found by libxml2 rather than a walk in Python (which
-# makes an object of every element of the page).
-_SERVED_CANDIDATES = "//*[@hidden or @aria-hidden or @style or self::template]"
-_RENDERED_CANDIDATES = f"//*[@{MARK} or self::template]"
+# makes an object of every element of the page); reached from their attributes, which libxml2
+# finds faster than it tests every element for them.
+_SERVED_CANDIDATES = "//@hidden/.. | //@aria-hidden/.. | //@style/.. | //template"
+_RENDERED_CANDIDATES = f"//@{MARK}/.. | //template"
 _SPACES = re.compile(r"\s+")
 # An accordion's items are at least this many siblings built alike (_accordion_panel).
 ACCORDION_ITEMS = 2

@@ -145,7 +145,8 @@ def _element_count(tree: lxml.html.HtmlElement) -> int:
 
 
 def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False) -> str:
-    kind = page_kind(tree)
+    types = _schema_types(tree)
+    kind = _page_kind(tree, types)
     if kind != "article":
         content = _trafilatura_page(tree, markdown=markdown, kind=kind, images=images)
         if kind in ("page", "product") and not marks_main(tree):
@@ -155,7 +156,7 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
     whole = _whole_page_instead(tree, content, markdown=markdown, images=images)
     if whole:
         return whole
-    og_only = kind == "article" and not _schema_types(tree) & _ARTICLE_TYPES
+    og_only = kind == "article" and not types & _ARTICLE_TYPES
     if og_only:
         content = _balanced_instead(tree, content, markdown=markdown, images=images) or content
     if kind == "page" or og_only:
@@ -181,7 +182,10 @@ def page_kind(tree: lxml.html.HtmlElement) -> str:
     every page, counts only when nothing more specific is said). A page that says none of these
     is a "page".
     """
-    types = _schema_types(tree)
+    return _page_kind(tree, _schema_types(tree))
+
+
+def _page_kind(tree: lxml.html.HtmlElement, types: set[str]) -> str:
     og_type = (_first(tree, "//meta[@property='og:type']/@content") or "").lower()
     for kind, names in _KIND_TYPES:
         if types & names:
@@ -197,7 +201,7 @@ def _schema_types(tree: lxml.html.HtmlElement) -> set[str]:
     for script in tree.xpath("//script[@type='application/ld+json']/text()"):
         for value in _LD_TYPE.findall(str(script)):
             types.update(_QUOTED.findall(value))
-    types.update(str(url).rstrip("/").rsplit("/", 1)[-1] for url in tree.xpath("//*[@itemtype]/@itemtype"))
+    types.update(str(url).rstrip("/").rsplit("/", 1)[-1] for url in tree.xpath("//@itemtype"))
     return types
 
 

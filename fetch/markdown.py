@@ -2,7 +2,8 @@
 
 Before extraction (``prepare``): every link is made absolute (against ``<base href>`` when the
 page has one, else the page's URL) and a link or image that is not http(s) loses its target (a
-``data:`` URI never reaches the output, nor ``javascript:``); spanned table cells
+``data:`` URI never reaches the output, nor ``javascript:``); images are left as they are when
+the output has none (trafilatura drops them unread); spanned table cells
 (``colspan``/``rowspan``) are repeated into every column and row they cover, so that each cell
 stays in its column; a code block's language (``class="language-python"``, ``lang-js``,
 ``highlight-source-go``) is written ahead of its code as a marker that ``finish`` turns into the
@@ -49,11 +50,15 @@ _ABSOLUTE_HTTP = re.compile(r"https?://[^\s/?#]+(?:[/?#][^\s]*)?\Z", re.IGNORECA
 MAX_SPAN = 50
 
 
-def prepare(tree: lxml.html.HtmlElement, *, url: str, markdown: bool) -> None:
-    """Make ``tree`` ready to extract: spans repeated always; links and code languages for Markdown."""
+def prepare(tree: lxml.html.HtmlElement, *, url: str, markdown: bool, images: bool) -> None:
+    """Make ``tree`` ready to extract: spans repeated always; links, code languages and, when
+    ``images`` are asked for, images for Markdown (without them, no image reaches the output)."""
     repeat_spanned_cells(tree)
     if markdown:
-        absolute_links(tree, url)
+        base = base_url(tree, url)
+        absolute_links(tree, base)
+        if images:
+            absolute_images(tree, base)
         mark_code_languages(tree)
 
 
@@ -66,9 +71,8 @@ def base_url(tree: lxml.html.HtmlElement, url: str) -> str:
     return url
 
 
-def absolute_links(tree: lxml.html.HtmlElement, url: str) -> None:
-    """Every link and image target absolute, or gone when it is not http(s)."""
-    base = base_url(tree, url)
+def absolute_links(tree: lxml.html.HtmlElement, base: str) -> None:
+    """Every link's target absolute (read against ``base``), or gone when it is not http(s)."""
     resolved: dict[str, str | None] = {}  # a page links to the same few places many times
     for link in tree.xpath("//a[@href]"):
         href = link.get("href", "")
@@ -78,8 +82,12 @@ def absolute_links(tree: lxml.html.HtmlElement, url: str) -> None:
         if target is None:  # its text stays, as text
             del link.attrib["href"]
             link.tag = "span"
-        else:
+        elif target != href:
             link.set("href", target)
+
+
+def absolute_images(tree: lxml.html.HtmlElement, base: str) -> None:
+    """Every image's source absolute (read against ``base``), or gone when it is not http(s)."""
     for image in tree.xpath("//img"):
         sources = [_absolute(base, image.get(name, "")) for name in _IMAGE_SOURCES if image.get(name)]
         for name in (*_IMAGE_SOURCES, "srcset"):

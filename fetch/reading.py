@@ -15,12 +15,17 @@ modules beside it only.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Literal
 
 import lxml.html
+import trafilatura.utils
+from lxml import etree
 
 from fetch import hidden, markdown
+from fetch.element_classes import use_lxml_lookup
 from fetch.html_text import HtmlText, html_text
 
 Hidden = Literal["drop", "keep"]
@@ -33,17 +38,20 @@ _RUNNABLE_SCRIPT = (
     "'javscript'), 'javascript')]"
 )
 # The first texts of the body outside scripts and styles: enough to count SCRIPT_BUILT_MAX_WORDS
-# words on any page that has them, without making an object of every text of a long one.
-_VISIBLE_TEXT = (
-    "(//body//text()[normalize-space() and not(ancestor::script or ancestor::style"
-    " or ancestor::noscript or ancestor::template)])[position() <= 200]"
-)
+# words on any page that has them, without reading every text of a long one.
+VISIBLE_TEXTS_READ = 200
+_NOT_VISIBLE = frozenset({"script", "style", "noscript", "template"})
+# What XPath's normalize-space() strips: a text of these alone is no text.
+_XML_SPACE = " \t\r\n"
 # An element scripts fill: an empty block with an id (<div id="root">), or an empty custom
 # element (<app-root>).
 _MOUNT = (
     "//body//*[((self::div or self::main or self::section or self::article) and @id"
     " or contains(name(), '-')) and not(*) and normalize-space(.)='']"
 )
+
+# trafilatura parses each page with a parser of its own (``load_html``, which ``html_text`` calls).
+use_lxml_lookup(trafilatura.utils.HTML_PARSER)
 
 
 @dataclass(frozen=True)
@@ -61,13 +69,14 @@ def read_page(
     found: dict[str, int] = {}
 
     def prepare(tree: lxml.html.HtmlElement, keep: bool) -> None:
-        found.setdefault("script_built", int(not rendered and looks_script_built(tree)))
+        if "script_built" not in found:
+            found["script_built"] = int(not rendered and looks_script_built(tree))
         if found["script_built"]:
             # "Enable JavaScript": no text of the page, which the scripts have yet to write.
             for notice in tree.xpath("//noscript"):
                 notice.drop_tree()
         found["hidden_chars"] = hidden.drop_hidden(tree, rendered=rendered, keep=keep)
-        markdown.prepare(tree, url=url, markdown=markdown_mode)
+        markdown.prepare(tree, url=url, markdown=markdown_mode, images=images)
 
     def read(keep: bool) -> HtmlText:
         return html_text(
@@ -93,8 +102,30 @@ def looks_script_built(tree: lxml.html.HtmlElement) -> bool:
     """Whether the served page looks built by scripts: little text, a script that runs, and an
     empty element for it to fill (or a ``<noscript>`` asking for JavaScript)."""
     words = 0
-    for text in tree.xpath(_VISIBLE_TEXT):
-        words += len(_WORD.findall(str(text)))
+    texts = (text for text in body_texts(tree) if text and text.strip(_XML_SPACE))
+    for text in islice(texts, VISIBLE_TEXTS_READ):
+        words += len(_WORD.findall(text))
         if words >= SCRIPT_BUILT_MAX_WORDS:
             return False
     return bool(tree.xpath(_RUNNABLE_SCRIPT)) and bool(tree.xpath(_MOUNT) or tree.xpath("//noscript"))
+
+
+def body_texts(tree: lxml.html.HtmlElement) -> Iterator[str | None]:
+    """Each text of the page's body outside scripts, styles, ``<noscript>`` and ``<template>``
+    (None for an element or a tail without one), in document order, met one by one: a page with
+    enough words in its first texts is not walked to its end (an XPath would find all its texts
+    first)."""
+    walker = etree.iterwalk(tree, events=("start", "end", "comment", "pi"))
+    bodies = 0  # the <body> elements around the place reached
+    for event, node in walker:
+        if event == "start":
+            bodies += node.tag == "body"
+            if node.tag in _NOT_VISIBLE:
+                walker.skip_subtree()  # its end still comes, and its tail with it
+            elif bodies:
+                yield node.text
+            continue
+        if event == "end":
+            bodies -= node.tag == "body"
+        if bodies:  # the text after a closed element or a comment is its parent's
+            yield node.tail

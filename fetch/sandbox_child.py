@@ -248,7 +248,7 @@ def json_view(header: dict[str, Any], payload: bytes) -> Reply:
 
 def _html_module() -> ModuleType:
     """``reading.py`` (with ``html_text.py``, ``content_lines.py``, ``page_kinds.py``,
-    ``hidden.py`` and ``markdown.py``, which it imports)."""
+    ``hidden.py``, ``markdown.py`` and ``element_classes.py``, which it imports)."""
     return _fetch_module("reading")
 
 

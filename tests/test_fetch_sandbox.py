@@ -269,6 +269,7 @@ def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_
     ).stdout
     page_modules = [
         "content_lines",
+        "element_classes",
         "hidden",
         "html_text",
         "markdown",
