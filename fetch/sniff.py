@@ -250,3 +250,14 @@ def clean_text(text: str, *, keep_line_ends: bool = False) -> str:
     if keep_line_ends:
         return text
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def clean_utf8(text: str) -> bytes:
+    """``clean_text(text)`` as UTF-8, made in one encoding: NUL and carriage returns are ASCII,
+    whose bytes never occur inside a longer UTF-8 sequence, so they are the same to drop or
+    replace in the bytes as in the text."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = _SURROGATES.sub("\ufffd", text).encode("utf-8")
+    return data.replace(b"\x00", b"").replace(b"\r\n", b"\n").replace(b"\r", b"\n")
