@@ -24,11 +24,11 @@ from fetch.sniff import (
     HTML_TYPES,
     UNSUPPORTED_HINT,
     clean_text,
-    clean_utf8,
     declared_charset,
     decode_text,
     media_type,
     sniff_kind,
+    utf8_text,
 )
 from fetch.targets import TargetOptions
 
@@ -203,7 +203,7 @@ def _read(
         typed = declared if declared in HTML_TYPES else DEFAULT_MEDIA_TYPES["html"]
         if raw:
             return Extracted(clean_text(decode_text(body, charset), keep_line_ends=True), "html", typed)
-        payload = clean_utf8(decode_text(body, charset))
+        payload = utf8_text(body, charset)
         return _read_html(payload, typed, url=url, options=options, budget=budget, rendered=rendered)
     text = clean_text(decode_text(body, charset), keep_line_ends=raw)
     if options.jq is not None or (kind == "json" and not raw):
