@@ -282,4 +282,9 @@ def clean_utf8(text: str) -> bytes:
 
 
 def _clean_bytes(data: bytes) -> bytes:
-    return data.replace(b"\x00", b"").replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    # Looked for first: a byte is found many times faster than bytes.replace scans for it.
+    if b"\x00" in data:
+        data = data.replace(b"\x00", b"")
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return data
