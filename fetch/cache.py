@@ -84,7 +84,11 @@ def _validator(value: str | None, field: str) -> str:
 
 
 def lookup(partition: str, url: str) -> CachedDocument | None:
-    return CachedDocument.objects.filter(partition=partition, url_sha256=_url_key(url)).first()
+    # get(), not first(): one row at most (a unique constraint), so no ORDER BY to build.
+    try:
+        return CachedDocument.objects.get(partition=partition, url_sha256=_url_key(url))
+    except CachedDocument.DoesNotExist:
+        return None
 
 
 def is_fresh(document: CachedDocument, max_age: int | None = None, now: datetime | None = None) -> bool:

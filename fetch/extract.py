@@ -28,6 +28,7 @@ from fetch.sniff import (
     decode_text,
     media_type,
     sniff_kind,
+    utf8_text,
 )
 from fetch.targets import TargetOptions
 
@@ -198,22 +199,23 @@ def _read(
             pages=pdf.pages,
         )
     raw = options.mode == "raw"
-    text = clean_text(decode_text(body, charset), keep_line_ends=raw)
     if kind == "html":
         typed = declared if declared in HTML_TYPES else DEFAULT_MEDIA_TYPES["html"]
         if raw:
-            return Extracted(text, "html", typed)
-        return _read_html(text, typed, url=url, options=options, budget=budget, rendered=rendered)
+            return Extracted(clean_text(decode_text(body, charset), keep_line_ends=True), "html", typed)
+        payload = utf8_text(body, charset)
+        return _read_html(payload, typed, url=url, options=options, budget=budget, rendered=rendered)
+    text = clean_text(decode_text(body, charset), keep_line_ends=raw)
     if options.jq is not None or (kind == "json" and not raw):
         return _read_json(text, kind, declared, options, budget)
     return Extracted(text, kind, declared or DEFAULT_MEDIA_TYPES[kind])
 
 
 def _read_html(
-    text: str, typed: str, *, url: str, options: TargetOptions, budget: int, rendered: bool
+    payload: bytes, typed: str, *, url: str, options: TargetOptions, budget: int, rendered: bool
 ) -> Extracted:
-    """Main content and metadata of a decoded page, extracted in a sandbox child."""
-    payload = text.encode("utf-8", "replace")
+    """Main content and metadata of a decoded page (``payload``: its cleaned text in UTF-8),
+    extracted in a sandbox child."""
     cpu_seconds = HTML_CPU_SECONDS + HTML_CPU_SECONDS_PER_MIB * len(payload) / (1 << 20)
     header = {
         "url": url,

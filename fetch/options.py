@@ -172,9 +172,19 @@ class TargetOptions(BaseModel):
 
 def option_schemas() -> dict[str, dict[str, Any]]:
     """Each option's JSON Schema, by name, without the null that means "left out"; ``max_chars``
-    bounded by ``SIFT_FETCH_MAX_CHARS`` as the settings say now."""
+    bounded by ``SIFT_FETCH_MAX_CHARS`` as the settings say now. A copy, the caller's to change."""
+    return copy.deepcopy(shared_option_schemas())
+
+
+def shared_option_schemas() -> dict[str, dict[str, Any]]:
+    """``option_schemas()`` to read and never to change: made once for each ``SIFT_FETCH_MAX_CHARS``,
+    not copied at each call, since every request's options are checked against it."""
+    return _option_schemas_for(settings.SIFT_FETCH_MAX_CHARS)
+
+
+@cache
+def _option_schemas_for(most: int) -> dict[str, dict[str, Any]]:
     schemas = copy.deepcopy(known_options())
-    most = settings.SIFT_FETCH_MAX_CHARS
     schemas["max_chars"]["maximum"] = most
     schemas["max_chars"]["description"] += f" At most, and by default, {most}."
     return schemas

@@ -16,7 +16,14 @@ from urllib.parse import urlsplit, urlunsplit
 import re2
 
 from fetch.limits import MAX_URL_CHARS
-from fetch.options import MAX_JQ_CHARS, InvalidTarget, PageRange, TargetOptions, option_schemas, parse_pages
+from fetch.options import (
+    MAX_JQ_CHARS,
+    InvalidTarget,
+    PageRange,
+    TargetOptions,
+    parse_pages,
+    shared_option_schemas,
+)
 from fetch.sandbox_child import compile_jq
 
 # The option types come from fetch.options; callers take them from here too, with the target.
@@ -230,7 +237,7 @@ def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOption
         raise InvalidTarget(
             "options", "options must be an object", 'Send options as an object, e.g. {"mode": "text"}.'
         )
-    known = option_schemas()
+    known = shared_option_schemas()
     unknown = sorted(printable(name) for name in set(raw) - set(known))
     if unknown:
         raise InvalidTarget(

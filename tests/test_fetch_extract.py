@@ -8,11 +8,14 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fetch import pdf_text
 from fetch.errors import FetchError
 from fetch.extract import Extracted, extract
 from fetch.sandbox import get_sandbox
+from fetch.sniff import clean_text, clean_utf8, decode_text, utf8_text
 from fetch.targets import TargetOptions
 from tests.fixtures.pdf_writer import build_pdf, build_pdf_from_streams, flate_bomb_stream
 
@@ -503,3 +506,41 @@ def test_trafilatura_is_never_entered_by_two_threads_of_one_process(monkeypatch)
     for thread in threads:
         thread.join()
     assert peak == 1
+
+
+# NUL, line ends, lone surrogates and characters of one to four UTF-8 bytes, in any order.
+_TRICKY_TEXT = st.lists(st.sampled_from(["a", "é", "中", "😀", "\x00", "\r", "\n", "\ud800", "\udfff"])).map(
+    "".join
+)
+
+
+@given(st.one_of(_TRICKY_TEXT, st.text()))
+def test_the_html_payload_is_the_cleaned_text_in_utf8(text: str) -> None:
+    assert clean_utf8(text) == clean_text(text).encode("utf-8", "replace")
+
+
+# Valid and broken UTF-8, BOMs, NUL and line ends, in any order: bytes any charset may get.
+_PIECES = [
+    b"a",
+    b"\xc3\xa9",
+    b"\xe4\xb8\xad",
+    b"\xf0\x9f\x98\x80",
+    b"\x00",
+    b"\r",
+    b"\n",
+    b"\xff",
+    b"\xed\xa0\x80",
+]
+_TRICKY_BYTES = st.lists(
+    st.sampled_from([*_PIECES, b"\xef\xbb\xbf", b"\xff\xfe", b'<meta charset="shift_jis">'])  # BOMs, a label
+).map(b"".join)
+
+
+@given(
+    st.one_of(_TRICKY_BYTES, st.binary()),
+    st.sampled_from([None, "utf-8", "windows-1252", "utf-16le", "bogus"]),
+)
+def test_the_html_payload_of_a_body_is_its_decoded_text_cleaned_in_utf8(
+    body: bytes, charset: str | None
+) -> None:
+    assert utf8_text(body, charset) == clean_text(decode_text(body, charset)).encode("utf-8", "replace")

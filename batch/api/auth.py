@@ -31,8 +31,9 @@ def caller_for_key(raw_key: str) -> ApiKey | None:
     """The caller a bearer key names, for every door (REST and MCP): ``None`` when unknown."""
     if not raw_key or not raw_key.isascii():
         return None  # keys are ASCII: anything else (a WSGI header is Latin-1) is no key
-    api_key = ApiKey.objects.filter(key_sha256=hash_key(raw_key)).first()
-    if api_key is None:
+    try:  # get(), not first(): one row at most (a unique column), so no ORDER BY to build
+        api_key = ApiKey.objects.get(key_sha256=hash_key(raw_key))
+    except ApiKey.DoesNotExist:
         return None
     if not api_key.active:
         raise Refused(Refusal.FORBIDDEN, "this API key has been revoked", "Ask an operator for a new key.")
