@@ -245,14 +245,16 @@ def _decode(body: bytes, charset: str | None) -> tuple[str, Encoding | None]:
 
 
 def utf8_text(body: bytes, charset: str | None) -> bytes:
-    """``clean_utf8(decode_text(body, charset))``: the body's text, cleaned, in UTF-8.
+    """``clean_text(decode_text(body, charset))`` in UTF-8: the body's text, cleaned.
 
     A body that decodes as UTF-8 without error is that text's UTF-8 already, byte for byte
     (Python's decoder refuses overlong forms and encoded surrogates), so it is cleaned as it is
     rather than encoded again.
     """
     text, encoding = _decode(body, charset)
-    return _clean_bytes(body) if encoding == charsets.UTF_8 else clean_utf8(text)
+    if encoding == charsets.UTF_8:
+        return _clean_bytes(body)
+    return clean_text(text).encode("utf-8")  # no lone surrogate is left to refuse
 
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
@@ -270,18 +272,9 @@ def clean_text(text: str, *, keep_line_ends: bool = False) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def clean_utf8(text: str) -> bytes:
-    """``clean_text(text)`` as UTF-8, made in one encoding: NUL and carriage returns are ASCII,
-    whose bytes never occur inside a longer UTF-8 sequence, so they are the same to drop or
-    replace in the bytes as in the text."""
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        data = _SURROGATES.sub("\ufffd", text).encode("utf-8")
-    return _clean_bytes(data)
-
-
 def _clean_bytes(data: bytes) -> bytes:
+    """``clean_text`` on valid UTF-8: NUL and carriage returns are ASCII, whose bytes never occur
+    inside a longer UTF-8 sequence, so they are the same to drop or replace in the bytes."""
     # Looked for first: a byte is found many times faster than bytes.replace scans for it.
     if b"\x00" in data:
         data = data.replace(b"\x00", b"")

@@ -15,7 +15,7 @@ from fetch import pdf_text
 from fetch.errors import FetchError
 from fetch.extract import Extracted, extract
 from fetch.sandbox import get_sandbox
-from fetch.sniff import clean_text, clean_utf8, decode_text, utf8_text
+from fetch.sniff import clean_text, decode_text, utf8_text
 from fetch.targets import TargetOptions
 from tests.fixtures.pdf_writer import build_pdf, build_pdf_from_streams, flate_bomb_stream
 
@@ -506,17 +506,6 @@ def test_trafilatura_is_never_entered_by_two_threads_of_one_process(monkeypatch)
     for thread in threads:
         thread.join()
     assert peak == 1
-
-
-# NUL, line ends, lone surrogates and characters of one to four UTF-8 bytes, in any order.
-_TRICKY_TEXT = st.lists(st.sampled_from(["a", "é", "中", "😀", "\x00", "\r", "\n", "\ud800", "\udfff"])).map(
-    "".join
-)
-
-
-@given(st.one_of(_TRICKY_TEXT, st.text()))
-def test_the_html_payload_is_the_cleaned_text_in_utf8(text: str) -> None:
-    assert clean_utf8(text) == clean_text(text).encode("utf-8", "replace")
 
 
 # Valid and broken UTF-8, BOMs, NUL and line ends, in any order: bytes any charset may get.
