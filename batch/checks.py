@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Info, Tags, Warning, register
 
 from batch import fetchfunc
-from fetch import guard, limits, render
+from fetch import guard, limits, render, render_process
 
 
 def longest_fetch_seconds() -> float:
@@ -216,7 +216,7 @@ def render_network_mode(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     proxy alone."""
     if not render.available():
         return []
-    if render.network_mode() == "namespace":
+    if render_process.network_mode() == "namespace":
         what = "in a network namespace of its own (no route anywhere; the fail-closed proxy behind it)"
         hint = None
     else:

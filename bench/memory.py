@@ -13,9 +13,8 @@ once in all (and with every other process on the machine that maps the same file
 Chromium running beside lowers ours, so the count of those is printed; USS, the pages no other
 process maps, is the floor). Then one fetch and one render of a page served on 127.0.0.1
 (``SIFT_FETCH_ALLOW_CIDRS=127.0.0.0/8``, as the other benchmarks do), the same listing again (the
-render process and its Chromium included), and everything is stopped: honcho with SIGINT, as
-Ctrl-C stops ``make run``, and the render process, which outlives its starter by design
-(docs/operations.md), killed with its tree.
+render line's Chromium included), and everything is stopped: honcho with SIGINT, as Ctrl-C
+stops ``make run``.
 """
 
 from __future__ import annotations
@@ -193,7 +192,7 @@ def bench(chromium: str | None = None) -> None:
             from django.conf import settings
 
             from batch.models import ClusterHeartbeat
-            from fetch import render
+            from fetch import render_process
 
             print(f"browser: {settings.SIFT_RENDER_CHROMIUM}")
             key = migrate_and_key()
@@ -215,7 +214,7 @@ def bench(chromium: str | None = None) -> None:
                     wait_settled(process.pid)
                     after = measure(f"after one fetch and one render (rendered: {rendered})", process.pid)
                 finally:
-                    render.stop_server()
+                    render_process.stop_server()
         print(f"\ntotal PSS: {before / 1e6:.0f} MB before any render, {after / 1e6:.0f} MB after")
         print(f"load: {Path('/proc/loadavg').read_text().split()[:3]}")
 

@@ -9,11 +9,13 @@ pipeline, ``fetch.pipeline.fetch`` with ``render: true``: gate, guarded download
 extraction, cache on a throwaway SQLite database); with ``--crawl4ai PYTHON``, **crawl4ai** (one
 reused crawler with its shipped defaults, run by ``bench/crawl4ai_row.py`` under that interpreter,
 a venv of its own). A page is right when its marker sentence is in the answer. Also printed:
-sift's first render after start-up, one at the start of each round (the render process stopped,
-then a render that starts it: the render process and browser's start included; the
-extraction warmed first by a plain fetch, as a web process that has served anything has it, and
-Node's compile cache written by an earlier render process, as on a machine that rendered before),
-against a warm render plus the browser's own start (bare Playwright's driver and launch).
+sift's first render after start-up, one at the start of each round: on the Procfile's render
+line (``manage.py run_render``) started afresh and listening, its browser not yet started, as a
+deployment's first render finds it, against a warm render plus the browser's own start (bare
+Playwright's driver and launch); and before it, a first render with no render process at all
+(one started on demand, Python's start and Playwright's import included). The extraction is
+warmed first by a plain fetch, as a web process that has served anything has it, and Node's
+compile cache written by an earlier render process, as on a machine that rendered before.
 
 ``--articles``: the first ``--pages`` pages of the article-extraction set, with and without
 render (pages/s, peak memory). ``--soak N``: N renders in a row (timeouts, crashes and heap hogs
@@ -28,7 +30,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -157,19 +161,57 @@ def _prime(url: str, marker: str) -> None:
     writes the driver's compile cache (beside the render socket) when the driver exits cleanly."""
     from django.test import override_settings
 
-    from fetch import render
+    from fetch import render_process
 
     with override_settings(SIFT_RENDER_IDLE=1):
         _sift(url, marker)
     give_up = time.monotonic() + 30
-    while render.running_pids() and time.monotonic() < give_up:
+    while render_process.running_pids() and time.monotonic() < give_up:
         time.sleep(0.1)
 
 
-def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> None:
-    from fetch import render
+class _Line:
+    """The Procfile's ``render`` line, started as ``make run`` starts it: Python and Playwright
+    loaded, listening, its browser not started."""
 
-    render.stop_server()  # a render process left by an earlier run would make the first render warm
+    def __init__(self) -> None:
+        from django.conf import settings
+
+        env = {**os.environ, "SIFT_RENDER_SOCKET": settings.SIFT_RENDER_SOCKET}
+        env["SIFT_RENDER_CHROMIUM"] = settings.SIFT_RENDER_CHROMIUM
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "run_render"],
+            cwd=harness.REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        give_up = time.monotonic() + 60
+        while _listening_pid(settings.SIFT_RENDER_SOCKET) != self.process.pid:
+            if time.monotonic() > give_up or self.process.poll() is not None:
+                raise RuntimeError("the render line did not start")
+            time.sleep(0.05)
+        time.sleep(0.5)  # as a deployment is: up for a while before its first render
+
+    def stop(self) -> None:
+        harness.stop(self.process, grace=20)
+
+
+def _listening_pid(path: str) -> int | None:
+    """The pid the render process on ``path`` says it has, if one answers."""
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(1)
+            sock.connect(path)
+            return int(json.loads(sock.makefile("rb").readline())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> None:
+    from fetch import render_process
+
+    render_process.stop_server()  # a render process left by an earlier run would make the first render warm
     files, markers = render_pages.build()
     with render_pages.serving(files) as port:
         base = f"http://{render_pages.LOOPBACK}:{port}"
@@ -180,16 +222,18 @@ def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> No
         _prime(f"{base}/static?prime", markers["/static"])
         _plain(f"{base}/static?plain")  # the extraction's first use is no render's cost
         firsts: list[float] = []
+        cold_firsts: list[float] = []
         launches = [floor.launch_seconds]
         seconds: dict[str, list[float]] = {name: [] for name in rows}
         right: dict[str, int] = dict.fromkeys(rows, 0)
         per_page: dict[str, dict[str, list[float]]] = {path: {name: [] for name in rows} for path in markers}
         page_right: dict[str, dict[str, int]] = {path: dict.fromkeys(rows, 0) for path in markers}
+        line: _Line | None = None
         try:
             for number in range(rounds):
-                # Each round begins with a render process started afresh: a first render.
-                render.stop_server()
-                firsts.append(_sift(f"{base}/static?first={number}", markers["/static"])[0])
+                cold, first, line = _first_renders(f"{base}/static?first={number}", markers["/static"])
+                cold_firsts.append(cold)
+                firsts.append(first)
                 launches.append(floor.launch_again())
                 for path, marker in markers.items():
                     for name, row in rows.items():
@@ -199,11 +243,14 @@ def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> No
                         per_page[path][name].append(took)
                         right[name] += ok
                         page_right[path][name] += ok
+                line.stop()
         finally:
+            if line is not None:
+                line.stop()
             for row in rows.values():
                 if hasattr(row, "close"):
                     row.close()
-            render.stop_server()
+            render_process.stop_server()
     total = rounds * len(markers)
     print(f"{len(markers)} script-built pages x {rounds} rounds, interleaved; load: {_load()}")
     print(f"browser (sift and the floor): {floor.chromium}")
@@ -220,18 +267,41 @@ def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> No
             f"{name:<11} median {median * 1000:5.0f} ms ({median / floor_median:4.2f}x the floor)"
             f"  p95 {stats.percentile(seconds[name], 95) * 1000:5.0f} ms  right {right[name]}/{total}"
         )
-    warm, first, launch = stats.median(seconds["sift"]), stats.median(firsts), stats.median(launches)
+    _report_first_renders(stats.median(seconds["sift"]), firsts, cold_firsts, floor, launches)
+    if crawl4ai:
+        print(f"crawl4ai's crawler start {rows['crawl4ai'].start_seconds * 1000:.0f} ms")
+
+
+def _first_renders(url: str, marker: str) -> tuple[float, float, _Line]:
+    """A round's first renders: with no render process (one is started on demand), then on a
+    render line started afresh, which serves the rest of the round."""
+    from fetch import render_process
+
+    render_process.stop_server()
+    cold = _sift(f"{url}&cold", marker)[0]
+    render_process.stop_server()
+    line = _Line()
+    return cold, _sift(url, marker)[0], line
+
+
+def _report_first_renders(
+    warm: float, firsts: list[float], cold: list[float], floor: _Floor, launches: list[float]
+) -> None:
+    first, launch = stats.median(firsts), stats.median(launches)
     start = floor.driver_seconds + launch
     aim = 1.5 * warm + start
     print(
-        f"sift's first render after start-up, median of {len(firsts)}: {first * 1000:.0f} ms"
-        f" ({', '.join(f'{one * 1000:.0f}' for one in firsts)}); warm median {warm * 1000:.0f} ms;"
+        f"sift's first render after start-up (the render line up, no browser yet), median of"
+        f" {len(firsts)}: {first * 1000:.0f} ms ({', '.join(f'{one * 1000:.0f}' for one in firsts)});"
+        f" warm median {warm * 1000:.0f} ms;"
         f" the browser's own start (bare Playwright) {start * 1000:.0f} ms (driver"
         f" {floor.driver_seconds * 1000:.0f} + launch {launch * 1000:.0f}, median of {len(launches)});"
         f" aim 1.5 x warm + start = {aim * 1000:.0f} ms: {'met' if first <= aim else 'missed'}"
     )
-    if crawl4ai:
-        print(f"crawl4ai's crawler start {rows['crawl4ai'].start_seconds * 1000:.0f} ms")
+    print(
+        f"sift's first render with no render process (one started on demand): median"
+        f" {stats.median(cold) * 1000:.0f} ms ({', '.join(f'{one * 1000:.0f}' for one in cold)})"
+    )
 
 
 def _load() -> str:

@@ -28,10 +28,10 @@ class BrowserPeak:
         self._thread.join()
 
     def _sample(self) -> None:
-        from fetch import proctree, render
+        from fetch import proctree, render_process
 
         while not self._stop.wait(0.1):
-            for pid in render.running_pids():
+            for pid in render_process.running_pids():
                 self.peak = max(self.peak, proctree.tree_pss(pid))
 
 
@@ -92,10 +92,10 @@ HOG = (
 
 def _processes() -> tuple[int, int, int]:
     """The render process's tree (processes, PSS) and the Chromium processes left to init."""
-    from fetch import proctree, render
+    from fetch import proctree, render_process
 
-    pids = render.running_pids()
-    tree = set().union(*(render._tree_pids(pid) for pid in pids)) if pids else set()
+    pids = render_process.running_pids()
+    tree = set().union(*(proctree.tree_pids(pid) for pid in pids)) if pids else set()
     orphans = 0
     for entry in Path("/proc").iterdir():
         try:
@@ -113,7 +113,7 @@ def soak(count: int) -> None:
     import os
     import signal
 
-    from fetch import render
+    from fetch import proctree, render_process
     from fetch.errors import FetchError
     from fetch.pipeline import fetch
     from fetch.targets import Target, TargetOptions
@@ -131,8 +131,8 @@ def soak(count: int) -> None:
             special = number % 25 == 24 and number < count - 1
             path = ("/spin", "crash", "/hog")[number // 25 % 3] if special else pages[number % len(pages)]
             if path == "crash":
-                for pid in render.running_pids():
-                    for member in render._tree_pids(pid):
+                for pid in render_process.running_pids():
+                    for member in proctree.tree_pids(pid):
                         try:  # a tab's process may end between the listing and here
                             if "chromium" in Path(f"/proc/{member}/comm").read_text():
                                 os.kill(member, signal.SIGKILL)
@@ -161,4 +161,4 @@ def soak(count: int) -> None:
             f"{label:<16} render tree {processes:3d} processes {pss / 2**20:6.0f} MiB PSS;"
             f" Chromium processes left to init: {orphans}"
         )
-    render.stop_server()
+    render_process.stop_server()

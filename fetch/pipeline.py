@@ -17,7 +17,19 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from fetch import cache, client, gate, headers, hosts, metrics, render, robots, sandbox, slices
+from fetch import (
+    cache,
+    client,
+    gate,
+    headers,
+    hosts,
+    metrics,
+    render,
+    render_process,
+    robots,
+    sandbox,
+    slices,
+)
 from fetch.cache import CacheState
 from fetch.errors import FetchError
 from fetch.extract import Extracted, extract, refuse_empty
@@ -94,7 +106,7 @@ def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _rendered(_from_cache(copy, "hit"))
-    render.start_soon()  # the browser starts while the page downloads
+    render_process.start_soon()  # the browser starts while the page downloads
     try:
         with turn() as timeout, render.render_slot(), gate.fetch_slot(render.render_lease_seconds()):
             download = client.download(target.url, timeout=timeout)

@@ -1,34 +1,24 @@
 """Rendering (docs/rendering.md): a page's scripts run in headless Chromium, every request of the
 page fetched by sift's guarded client.
 
-The browser lives in one render process per machine (``render_server.py``), started on demand
-by the first render with an environment of ``PATH`` (and Node's compile cache) only and, where
-the platform allows, in a network namespace of its own; it ends by itself after
-``SIFT_RENDER_IDLE`` without a render.
-Web and cluster processes hand it renders over its Unix socket (``SIFT_RENDER_SOCKET``), one
-connection each, and answer the page's requests with ``client.download``, a few at a time. This
-side enforces the render's deadline and watches the memory of the render process's tree: past
-either, the whole tree is killed and the next render starts a new one.
+The browser lives in the machine's one render process (``render_server.py``, started and stopped
+by ``render_process.py``). Web and cluster processes hand it renders over its Unix socket
+(``SIFT_RENDER_SOCKET``), one connection each, and answer the page's requests with
+``client.download``, a few at a time. This side enforces the render's deadline and watches the
+memory of the render process's tree: past either, the browser's tree is killed and the next
+render starts a new one.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import logging
 import os
 import queue
-import shutil
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, suppress
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -38,30 +28,13 @@ from fetch import client, gate, limits
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome, RetryAfter
-from fetch.proctree import alive as _alive
 from fetch.proctree import tree_over
-from fetch.proctree import tree_pids as _tree_pids
+from fetch.render_process import START_SECONDS, RenderCrashed, connect, stop_server
 
-SERVER = Path(__file__).with_name("render_server.py")
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 POLL_SECONDS = 0.25
 # A page's subrequests fetched at once, each through the guard, per render.
 PARALLEL_FETCHES = 4
-# How long a render may take to reach a render process (started if none listens: Python and
-# Playwright's import) and have its browser and context ready (the browser's launch): the render's
-# own deadline starts after that. Stopping a render process asks it its pid for this long at most.
-START_SECONDS = limits.RENDER_START_SECONDS
-PROBE_SECONDS = 2.0
-# How long a stopped render process's tree may take to go after SIGKILL.
-KILL_WAIT_SECONDS = 5.0
-UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
-NAMESPACE_COMMAND = [UNSHARE, "--user", "--map-root-user", "--net", "--"]
-logger = logging.getLogger(__name__)
-_last_pid: list[int] = []
-
-
-class RenderCrashed(Exception):
-    """The browser or the render process died before answering; the render may be tried again."""
 
 
 def available() -> bool:
@@ -101,21 +74,6 @@ def render_slot() -> AbstractContextManager[int]:
     return RENDER_GATE.slot(render_lease_seconds())
 
 
-@cache
-def namespace_possible() -> bool:
-    """Whether this platform lets an unprivileged process have a network namespace of its own."""
-    try:
-        done = subprocess.run([*NAMESPACE_COMMAND, "true"], capture_output=True, timeout=10, check=False)  # noqa: S603
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
-
-
-def network_mode() -> str:
-    """``namespace`` (the browser has no route at all) or ``proxy`` (the fail-closed proxy only)."""
-    return "namespace" if settings.SIFT_RENDER_NAMESPACE and namespace_possible() else "proxy"
-
-
 def render(document: client.Download) -> str:
     """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died.
 
@@ -124,7 +82,7 @@ def render(document: client.Download) -> str:
     process (``limits.RENDER_STOP_SECONDS``): the render slot's lease counts on it.
     """
     start_by = time.monotonic() + START_SECONDS
-    conversation = _Conversation(*_connect(start_by), start_by)
+    conversation = _Conversation(*connect(start_by), start_by)
     try:
         conversation.send(
             {
@@ -278,117 +236,3 @@ MEMORY_HINT = "Fetch the page with render false: its text may need no scripts."
 
 def _out_of_memory(what: str) -> FetchError:
     return FetchError(Outcome.MEMORY_LIMIT, f"{what}: the page's scripts allocate without end", MEMORY_HINT)
-
-
-# --- the render process -----------------------------------------------------------------------
-
-
-def start_soon() -> None:
-    """Start the render process, unless its socket is there, while the caller downloads the page
-    to render: the browser's start overlaps the download (``render`` waits for it, never twice)."""
-    if not Path(settings.SIFT_RENDER_SOCKET).exists():
-        until = time.monotonic() + START_SECONDS
-        threading.Thread(target=_start_server, args=(until,), daemon=True, name="render-start").start()
-
-
-def _connect(until: float) -> tuple[socket.socket, int]:
-    """A connection to the render process, which is started if none listens; and its pid; by
-    ``until`` (a ``time.monotonic()`` value) or ``RenderCrashed``."""
-    for _ in range(3):
-        connected = _try_connect(until)
-        if connected is not None:
-            return connected
-        _start_server(until)
-    raise RenderCrashed("the render process did not start")
-
-
-def _try_connect(until: float) -> tuple[socket.socket, int] | None:
-    left = until - time.monotonic()
-    if left <= 0:
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(left)
-        sock.connect(settings.SIFT_RENDER_SOCKET)
-        hello = b""
-        while not hello.endswith(b"\n"):
-            chunk = sock.recv(1)
-            if not chunk:
-                raise ConnectionError("the render process closed the connection")
-            hello += chunk
-        sock.settimeout(None)
-        pid = int(json.loads(hello)["pid"])
-    except (OSError, ValueError, KeyError):
-        sock.close()
-        return None
-    _last_pid[:] = [pid]
-    return sock, pid
-
-
-def _start_server(until: float) -> None:
-    path = Path(settings.SIFT_RENDER_SOCKET)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with open(f"{path}.lock", "w") as lock:
-        if not _lock_by(lock.fileno(), until):  # one starter at a time, machine-wide
-            return
-        probe = _try_connect(until)
-        if probe is not None:
-            probe[0].close()
-            return
-        path.unlink(missing_ok=True)
-        mode = network_mode()
-        idle = str(float(settings.SIFT_RENDER_IDLE))
-        command = [sys.executable, "-I", str(SERVER), str(path), idle, settings.SIFT_RENDER_CHROMIUM]
-        process = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
-            [*NAMESPACE_COMMAND, *command] if mode == "namespace" else command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            # Node keeps the driver's compiled code beside the socket: its next start is ~0.2 s shorter.
-            env={"PATH": "/usr/bin:/bin", "NODE_COMPILE_CACHE": str(path.parent / "node-compile-cache")},
-            start_new_session=True,
-            cwd="/",
-        )
-        threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends
-        while not path.exists() and process.poll() is None and time.monotonic() < until:
-            time.sleep(0.005)
-        logger.info(
-            "render process %s started; its browser: %s; its network: %s",
-            process.pid,
-            settings.SIFT_RENDER_CHROMIUM,
-            mode,
-        )
-
-
-def _lock_by(descriptor: int, until: float) -> bool:
-    """Whether the exclusive lock on ``descriptor`` was had by ``until``."""
-    while True:
-        with suppress(BlockingIOError):
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        if time.monotonic() >= until:
-            return False
-        time.sleep(0.02)
-
-
-def running_pids() -> set[int]:
-    """The render process, if the last one this process talked to still runs."""
-    return {pid for pid in _last_pid if _alive(pid)}
-
-
-def stop_server() -> None:
-    """Kill the machine's render process, if one listens, with every process under it; within
-    ``limits.RENDER_STOP_SECONDS``."""
-    probe = _try_connect(time.monotonic() + PROBE_SECONDS)  # learns the pid of one another process started
-    if probe is not None:
-        probe[0].close()
-    for pid in running_pids():
-        for member in _tree_pids(pid):
-            try:
-                os.kill(member, signal.SIGKILL)
-            except OSError:
-                continue
-        give_up = time.monotonic() + KILL_WAIT_SECONDS
-        while _alive(pid) and time.monotonic() < give_up:
-            time.sleep(0.02)
-    _last_pid.clear()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +50,20 @@ def test_the_map_names_no_module_that_does_not_exist():
         for name in re.findall(r"^\| `([^`]+\.py)`", section, flags=re.MULTILINE):
             gone = f"docs/architecture.md lists {package}/{name}, which is gone"
             assert (ROOT / package / name).exists(), gone
+
+
+def test_the_render_process_imports_only_the_standard_library_playwright_and_itself():
+    """It runs with no secret and no route (docs/rendering.md): no Django, nothing of sift."""
+    for name in ("render_server.py", "render_tab.py"):
+        tree = ast.parse((ROOT / "fetch" / name).read_text())
+        nodes = list(ast.walk(tree))
+        imported = {alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module or "" for node in nodes if isinstance(node, ast.ImportFrom)}
+        foreign = {
+            module
+            for module in imported
+            if module.split(".")[0] not in sys.stdlib_module_names
+            and module.split(".")[0] != "playwright"
+            and module != "fetch.render_tab"
+        }
+        assert foreign == set(), f"fetch/{name} imports {foreign}"

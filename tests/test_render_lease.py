@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from fetch import client, gate, limits, pipeline, render
+from fetch import client, gate, limits, pipeline, render, render_process
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome
@@ -96,7 +96,7 @@ def stand_in(settings, tmp_path, monkeypatch) -> Iterator[type[StandIn]]:
 
 def attempt_bound() -> float:
     """One attempt's bound with the test's start and render deadlines (1 s each)."""
-    return render.START_SECONDS + 1 + limits.RENDER_STOP_SECONDS
+    return render_process.START_SECONDS + 1 + limits.RENDER_STOP_SECONDS
 
 
 def test_the_lease_is_the_longest_path_and_a_margin(settings):
@@ -107,7 +107,8 @@ def test_the_lease_is_the_longest_path_and_a_margin(settings):
         == limits.GATE_WAIT_SECONDS + 30 + 2 * attempt + gate.LEASE_MARGIN_SECONDS
     )
     # The stop's own waits fit its bound: the pid asked for, then the tree's end after SIGKILL.
-    assert render.PROBE_SECONDS + render.KILL_WAIT_SECONDS < limits.RENDER_STOP_SECONDS
+    stop = render_process.PROBE_SECONDS + render_process.KILL_WAIT_SECONDS + render_process.RESET_SECONDS
+    assert stop < limits.RENDER_STOP_SECONDS
 
 
 def test_a_render_process_that_never_starts_the_browser_is_stopped_within_its_bound(stand_in):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from django.core.checks import run_checks
 
-from fetch import proctree, render
+from fetch import proctree, render_process
 
 from .browsers import BROWSER_TESTS, Listener
 
@@ -57,7 +57,7 @@ def test_nothing_the_browser_or_its_page_sends_reaches_the_proxy_port_or_another
     agent, httpserver, settings, listeners, mode
 ):
     _, client = agent
-    if mode == "namespace" and not render.namespace_possible():
+    if mode == "namespace" and not render_process.namespace_possible():
         pytest.skip("this platform gives an unprivileged process no network namespace")
     settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network("127.0.0.1/32"),)
     settings.SIFT_RENDER_NAMESPACE = mode == "namespace"
@@ -65,18 +65,18 @@ def test_nothing_the_browser_or_its_page_sends_reaches_the_proxy_port_or_another
     httpserver.expect_request("/escape").respond_with_data(
         _page(f"127.0.0.2:{elsewhere.port}"), content_type="text/html"
     )
-    render.stop_server()  # the next render starts a render process in this mode
+    render_process.stop_server()  # the next render starts a render process in this mode
     try:
         response = client.get("/v1/fetch", url=httpserver.url_for("/escape"), render="true")
-        (pid,) = render.running_pids()
+        (pid,) = render_process.running_pids()
         interfaces = {
             line.split(":")[0].strip() for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
         }
         time.sleep(1.5)  # anything the browser sent late would have arrived by now
     finally:
-        render.stop_server()
+        render_process.stop_server()
 
-    assert render.network_mode() == mode
+    assert render_process.network_mode() == mode
     (shown,) = [m for m in run_checks() if m.id == "sift.I001"]
     assert ("namespace of its own" in shown.msg) is (mode == "namespace")
     assert f"({settings.SIFT_RENDER_CHROMIUM})" in shown.msg  # which browser renders
@@ -101,8 +101,8 @@ def _render_family() -> set[int]:
     """The render process's tree, and in the namespace mode every process of its namespace
     (Chromium's crash handler leaves the tree for init)."""
     family: set[int] = set()
-    for pid in render.running_pids():
-        family |= render._tree_pids(pid)
+    for pid in render_process.running_pids():
+        family |= proctree.tree_pids(pid)
         try:
             namespace = os.readlink(f"/proc/{pid}/ns/net")
         except OSError:
@@ -122,9 +122,9 @@ def _settled_tree(timeout: float = 10) -> tuple[int, int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and (len(counts) < 5 or len(set(counts[-5:])) > 1):
         time.sleep(0.1)
-        (pid,) = render.running_pids()
-        counts.append(len(render._tree_pids(pid)))
-    (pid,) = render.running_pids()
+        (pid,) = render_process.running_pids()
+        counts.append(len(proctree.tree_pids(pid)))
+    (pid,) = render_process.running_pids()
     return counts[-1], proctree.tree_pss(pid)
 
 
@@ -143,22 +143,22 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(agent, https
         seen.update(_render_family())
         return response.status_code
 
-    render.stop_server()
+    render_process.stop_server()
     try:
         assert rendered("/page", 0) == 200
         first = _settled_tree()  # its tab closed and the spare context made after it
         outcomes = [rendered("/spin", 1), rendered("/page", 2)]
-        for pid in render.running_pids():
-            for member in render._tree_pids(pid):
+        for pid in render_process.running_pids():
+            for member in proctree.tree_pids(pid):
                 if "chromium" in Path(f"/proc/{member}/comm").read_text():
                     os.kill(member, 9)
         time.sleep(0.5)  # the render process sees its browser gone (test_render.py kills one mid-render)
         outcomes += [rendered("/page", 4), rendered("/page", 5), rendered("/page", 6)]
         last = _settled_tree()
     finally:
-        render.stop_server()
+        render_process.stop_server()
     time.sleep(1)
-    left = {pid for pid in seen if render._alive(pid)}
+    left = {pid for pid in seen if proctree.alive(pid)}
 
     assert outcomes == [504, 200, 200, 200, 200]
     assert last[0] == first[0]

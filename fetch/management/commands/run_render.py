@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from fetch import render, render_process
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the machine's render process in the foreground (the Procfile's render line): "
+        "Playwright loaded once, the browser started by the first render and closed after "
+        "SIFT_RENDER_IDLE without one; SIGTERM or Ctrl-C stops it (docs/rendering.md)."
+    )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not render.available():
+            # A process manager stops every line when one ends: with no browser this line waits.
+            self.stdout.write("no Chromium: render: true answers 415; this line only waits", ending="\n")
+            self.stdout.flush()
+            os.execvp("sleep", ["sleep", "infinity"])  # noqa: S606, S607 — coreutils' sleep, no input
+        render_process.run_line()
