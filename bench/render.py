@@ -170,7 +170,7 @@ def _prime(url: str, marker: str) -> None:
         time.sleep(0.1)
 
 
-class _Line:
+class RenderLine:
     """The Procfile's ``render`` line, started as ``make run`` starts it: Python and Playwright
     loaded, listening, its browser not started."""
 
@@ -228,7 +228,7 @@ def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> No
         right: dict[str, int] = dict.fromkeys(rows, 0)
         per_page: dict[str, dict[str, list[float]]] = {path: {name: [] for name in rows} for path in markers}
         page_right: dict[str, dict[str, int]] = {path: dict.fromkeys(rows, 0) for path in markers}
-        line: _Line | None = None
+        line: RenderLine | None = None
         try:
             for number in range(rounds):
                 cold, first, line = _first_renders(f"{base}/static?first={number}", markers["/static"])
@@ -272,7 +272,7 @@ def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> No
         print(f"crawl4ai's crawler start {rows['crawl4ai'].start_seconds * 1000:.0f} ms")
 
 
-def _first_renders(url: str, marker: str) -> tuple[float, float, _Line]:
+def _first_renders(url: str, marker: str) -> tuple[float, float, RenderLine]:
     """A round's first renders: with no render process (one is started on demand), then on a
     render line started afresh, which serves the rest of the round."""
     from fetch import render_process
@@ -280,7 +280,7 @@ def _first_renders(url: str, marker: str) -> tuple[float, float, _Line]:
     render_process.stop_server()
     cold = _sift(f"{url}&cold", marker)[0]
     render_process.stop_server()
-    line = _Line()
+    line = RenderLine()
     return cold, _sift(url, marker)[0], line
 
 

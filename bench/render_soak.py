@@ -109,7 +109,18 @@ def _processes() -> tuple[int, int, int]:
 
 
 def soak(count: int) -> None:
-    """``count`` renders in a row; every 25th a timeout, a crash (the browser killed) or a heap hog."""
+    """``count`` renders in a row on a render line (as ``make run`` runs it); every 25th a
+    timeout, a crash (the browser killed) or a heap hog."""
+    from bench.render import RenderLine
+
+    line = RenderLine()
+    try:
+        _soak(count)
+    finally:
+        line.stop()
+
+
+def _soak(count: int) -> None:
     import os
     import signal
 

@@ -17,6 +17,7 @@ from django.core.checks import run_checks
 from fetch import proctree, render_process
 
 from .browsers import BROWSER_TESTS, Listener
+from .deployment import Deployment, wait_for
 
 pytestmark = BROWSER_TESTS
 
@@ -128,8 +129,12 @@ def _settled_tree(timeout: float = 10) -> tuple[int, int]:
     return counts[-1], proctree.tree_pss(pid)
 
 
-def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(agent, httpserver, settings):
-    """The short version of ``bench/render.py --soak`` (a heap hog's own test is in test_render.py)."""
+@pytest.mark.parametrize("line", [False, True], ids=["on-demand", "render-line"])
+def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(
+    agent, httpserver, settings, tmp_path, line
+):
+    """The short version of ``bench/render.py --soak`` (a heap hog's own test is in test_render.py),
+    with a render process started on demand and with the Procfile's render line."""
     _, client = agent
     settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network("127.0.0.1/32"),)
     settings.SIFT_RENDER_TIMEOUT = 15
@@ -144,6 +149,10 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(agent, https
         return response.status_code
 
     render_process.stop_server()
+    deployment = Deployment(tmp_path, {})
+    if line:
+        deployment.start_procfile("render")
+        wait_for(lambda: Path(settings.SIFT_RENDER_SOCKET).exists(), what="the render line's socket")
     try:
         assert rendered("/page", 0) == 200
         first = _settled_tree()  # its tab closed and the spare context made after it
@@ -157,6 +166,7 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(agent, https
         last = _settled_tree()
     finally:
         render_process.stop_server()
+        deployment.stop_all()
     time.sleep(1)
     left = {pid for pid in seen if proctree.alive(pid)}
 
