@@ -23,10 +23,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from functools import cache
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from django.conf import settings
 
@@ -43,6 +44,8 @@ PROBE_SECONDS = 2.0
 # process to hear that its browser is gone.
 KILL_WAIT_SECONDS = 5.0
 RESET_SECONDS = 0.5
+# Beside the socket while the render process's browser runs (render_server.py makes it).
+BROWSER_MARK = ".browser"
 UNSHARE = shutil.which("unshare") or "/usr/bin/unshare"
 NAMESPACE_COMMAND = [UNSHARE, "--user", "--map-root-user", "--net", "--"]
 logger = logging.getLogger(__name__)
@@ -70,11 +73,23 @@ def network_mode() -> str:
 
 
 def start_soon() -> None:
-    """Start the render process, unless its socket is there, while the caller downloads the page
-    to render: the browser's start overlaps the download (``render`` waits for it, never twice)."""
-    if not Path(settings.SIFT_RENDER_SOCKET).exists():
-        until = time.monotonic() + START_SECONDS
-        threading.Thread(target=_start_server, args=(until,), daemon=True, name="render-start").start()
+    """Have the browser starting while the caller downloads the page to render, so that its start
+    overlaps the download: a render process is started where none listens, and one whose browser
+    is down (the render line's after an idle time: no mark beside the socket) is asked to start
+    it. ``render`` waits for that start, never making a second."""
+    path = Path(settings.SIFT_RENDER_SOCKET)
+    if not path.exists():
+        start: Callable[[float], None] = _start_server
+    elif not Path(f"{path}{BROWSER_MARK}").exists():
+        start = _start_browser
+    else:
+        return
+    until = time.monotonic() + START_SECONDS
+    threading.Thread(target=start, args=(until,), daemon=True, name="render-start").start()
+
+
+def _start_browser(until: float) -> None:
+    _tell({"start": True, "chromium": settings.SIFT_RENDER_CHROMIUM}, until, heard=False)
 
 
 def connect(until: float) -> tuple[socket.socket, int]:
@@ -164,13 +179,14 @@ def _start_server(until: float) -> None:
 
 def run_line() -> NoReturn:
     """Become the render line's render process (``manage.py run_render``): this process's pid,
-    so the process manager's stop reaches it. A render process started on demand before it is
-    stopped first; the starters' lock is held until the new one listens."""
+    so the process manager's stop reaches it. A render process listening before it (started on
+    demand, or another line's left by a process manager killed whole) is stopped first; the
+    starters' lock is held until the new one listens."""
     path = Path(settings.SIFT_RENDER_SOCKET)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = os.open(f"{path}.lock", os.O_WRONLY | os.O_CREAT, 0o600)
     fcntl.flock(lock, fcntl.LOCK_EX)
-    stop_server()
+    stop_server(line_too=True)  # one started on demand, or a line of a deployment killed whole
     path.unlink(missing_ok=True)
     os.set_inheritable(lock, True)
     command, env, mode = _command(path, line_lock=lock)
@@ -195,35 +211,39 @@ def running_pids() -> set[int]:
     return {pid for pid, _ in _last if alive(pid)}
 
 
-def stop_server() -> None:
+def stop_server(line_too: bool = False) -> None:
     """Kill the machine's render process, if one listens, with every process under it; the render
     line's process itself is left (the browser and driver under it go, and its next render starts
-    them again), since the process manager would stop the whole deployment were it to end. Within
-    ``limits.RENDER_STOP_SECONDS``."""
+    them again), since the process manager would stop the whole deployment were it to end, unless
+    ``line_too`` (a new line takes its place). Within ``limits.RENDER_STOP_SECONDS``."""
     probe = _try_connect(time.monotonic() + PROBE_SECONDS)  # learns the pid of one another process started
     if probe is not None:
         probe[0].close()
     for pid, line in list(_last):
-        members = tree_pids(pid) - ({pid} if line else set())
+        spared = line and not line_too
+        members = tree_pids(pid) - ({pid} if spared else set())
         for member in members:
             with suppress(OSError):
                 os.kill(member, signal.SIGKILL)
         give_up = time.monotonic() + KILL_WAIT_SECONDS
         while any(alive(member) for member in members) and time.monotonic() < give_up:
             time.sleep(0.02)
-        if line:
-            _reset()
+        if spared:
+            # It drops them at once, so its next render starts both again rather than failing
+            # once on the dead driver.
+            _tell({"reset": True}, time.monotonic() + RESET_SECONDS, heard=True)
     _last.clear()
 
 
-def _reset() -> None:
-    """Tell the render line's process that its browser and driver were killed: it drops them at
-    once, and its next render starts both again (not one that fails on the dead driver first)."""
-    connected = _try_connect(time.monotonic() + RESET_SECONDS)
+def _tell(message: dict[str, Any], until: float, heard: bool) -> None:
+    """Send the render process ``message`` on a connection of its own; with ``heard``, wait (up
+    to ``until``) until it has acted on it and closed the connection."""
+    connected = _try_connect(until)
     if connected is None:
         return
     sock = connected[0]
     with sock, suppress(OSError):
-        sock.settimeout(RESET_SECONDS)
-        sock.sendall(b'{"reset": true}\n')
-        sock.recv(1)  # the process closes the connection once it has dropped them
+        sock.sendall(json.dumps(message).encode() + b"\n")
+        if heard:
+            sock.settimeout(max(0.01, until - time.monotonic()))
+            sock.recv(1)

@@ -19,10 +19,12 @@ Server → client: ``{"pid", "line"}`` on connecting; ``{"started": true}`` once
 page's context are ready; ``{"fetch": url, "id"}`` for each request of the page; last
 ``{"html": true, "size"}`` with the DOM as UTF-8, or ``{"failed": reason, "page_crashed": bool}``.
 Client → server: the job ``{"chromium", "url", "content_type", "timeout_ms", "size"}`` with the
-document's bytes (or ``{"reset": true}``: its driver and browser were killed), then answers
+document's bytes, then answers
 ``{"id", "status", "content_type", "size"}`` or ``{"id", "refused": reason}``. ``page_crashed``:
 the tab died (its V8 heap, ``--max-old-space-size``, or its renderer killed for memory) while the
-browser lived on.
+browser lived on. A connection may instead bring ``{"start": true, "chromium"}`` (a render is on
+its way: start the browser) or ``{"reset": true}`` (its driver and browser were killed: drop
+them). A file beside the socket, ``<socket>.browser``, exists while the browser runs.
 """
 
 from __future__ import annotations
@@ -73,8 +75,8 @@ CLOSE_SECONDS = 5.0  # a browser or driver slower to close is left to end with t
 
 
 class Server:
-    def __init__(self, idle_seconds: float, line: bool) -> None:
-        self.idle_seconds, self.line = idle_seconds, line
+    def __init__(self, idle_seconds: float, line: bool, browser_mark: Path) -> None:
+        self.idle_seconds, self.line, self.browser_mark = idle_seconds, line, browser_mark
         self.playwright: Playwright | None = None
         self.browser: Browser | None = None
         self.launching = asyncio.Lock()
@@ -93,6 +95,7 @@ class Server:
                 self.browser = await self.playwright.chromium.launch(
                     executable_path=chromium, args=LAUNCH_ARGS, env={}, headless=True
                 )
+                self.browser_mark.touch()
             return self.browser
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -104,6 +107,10 @@ class Server:
             job, document = await read_frame(reader)
             if job.get("reset"):  # its browser and driver were killed (a render's stop): anew later
                 await self.close()
+                return
+            if job.get("start"):  # a render is on its way (its page downloading): the browser now
+                with contextlib.suppress(Error):
+                    await self.start(job["chromium"])
                 return
             talk = Job(reader, writer)
             listening = asyncio.create_task(talk.answers())
@@ -205,6 +212,7 @@ class Server:
     async def close(self) -> None:
         """The browser and Playwright's driver closed; a later render starts them again."""
         async with self.launching:
+            self.browser_mark.unlink(missing_ok=True)
             spare, self.spare = self.spare, None
             if spare is not None:
                 spare.cancel()
@@ -217,7 +225,7 @@ class Server:
 
 
 async def main(path: str, idle_seconds: float, chromium: str, line_lock: int | None) -> None:
-    server = Server(idle_seconds, line=line_lock is not None)
+    server = Server(idle_seconds, line=line_lock is not None, browser_mark=Path(f"{path}.browser"))
     listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
     os.chmod(path, 0o600)
     if line_lock is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -59,6 +60,17 @@ def kill_tree(process: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     process.wait()
+
+
+def render_listening(path: str) -> int | None:
+    """The pid of the render process listening on ``path``, as it says on connecting."""
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(1)
+            sock.connect(path)
+            return int(json.loads(sock.makefile("rb").readline())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def procfile_command(process: str) -> str:
@@ -133,6 +145,15 @@ class Deployment:
     def start_procfile(self, process: str, **env: str) -> None:
         """Start the Procfile's ``process`` line as written, with ``env`` added to this environment."""
         self.processes[process] = spawn_procfile(process, {**self.env, **env}, self.tmp / f"{process}.log")
+
+    def start_render_line(self, **env: str) -> int:
+        """The Procfile's ``render`` line; returns its pid once it listens (a socket file left by
+        a render process killed earlier is no sign of that)."""
+        self.start_procfile("render", **env)
+        pid = self.processes["render"].pid
+        path = self.env["SIFT_RENDER_SOCKET"]
+        wait_for(lambda: render_listening(path) == pid, what="the render line to listen")
+        return pid
 
     def start_procfile_web(self) -> None:
         """The Procfile's ``web`` line on this deployment's port; returns once it answers."""

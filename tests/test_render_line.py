@@ -14,7 +14,7 @@ import pytest
 from fetch import proctree, render_process
 
 from .browsers import BROWSER_TESTS
-from .deployment import Deployment, wait_for
+from .deployment import Deployment, render_listening, wait_for
 from .test_render import ARTICLE_TEXT, SCRIPTED_PAGE, STORY
 
 pytestmark = BROWSER_TESTS
@@ -34,11 +34,8 @@ def deployment(tmp_path, settings) -> Iterator[Deployment]:
         render_process.stop_server()
 
 
-def _start_line(deployment: Deployment, **env: str) -> int:
-    deployment.start_procfile("render", **env)
-    pid = deployment.processes["render"].pid
-    wait_for(lambda: Path(deployment.env["SIFT_RENDER_SOCKET"]).exists(), what="the render line's socket")
-    return pid
+def _start_line(deployment: Deployment) -> int:
+    return deployment.start_render_line()
 
 
 def _under(pid: int) -> set[int]:
@@ -70,8 +67,16 @@ def test_the_line_starts_its_browser_for_a_render_closes_it_when_idle_and_runs_o
     assert render_process.running_pids() == {pid}  # the line's process rendered it
     assert _under(pid)  # the driver and the browser under it
 
+    mark = Path(f"{deployment.env['SIFT_RENDER_SOCKET']}.browser")
+    assert mark.exists()
     wait_for(lambda: not _under(pid), timeout=IDLE_SECONDS + 15, what="the idle browser to close")
     assert proctree.alive(pid)
+    assert not mark.exists()
+
+    # A render on its way (its page still downloading) has the browser started meanwhile.
+    render_process.start_soon()
+    wait_for(mark.exists, what="the browser to start before the render comes")
+    assert _under(pid)
     again = _render(client, pages)
     assert again.status_code == 200, again.content
     assert render_process.running_pids() == {pid}
@@ -116,6 +121,20 @@ def test_the_line_replaces_a_render_process_started_on_demand(agent, pages, depl
     assert render_process.running_pids() == {pid}
 
 
+def test_a_line_started_beside_a_running_one_takes_its_place_and_none_is_left(agent, pages, deployment):
+    _, client = agent
+    old = _start_line(deployment)
+    assert _render(client, pages).status_code == 200
+    tree = proctree.tree_pids(old)
+    # As after a process manager was killed whole: its lines run on, and a new one starts.
+    deployment.processes["old render"] = deployment.processes.pop("render")
+
+    new = _start_line(deployment)
+    wait_for(lambda: not any(proctree.alive(member) for member in tree), what="the old line to end")
+    assert _render(client, pages).status_code == 200
+    assert render_process.running_pids() == {new}
+
+
 def test_without_a_browser_the_line_waits_and_starts_nothing(deployment):
     deployment.start_procfile("render", SIFT_RENDER_CHROMIUM="/nonexistent/chromium")
     process = deployment.processes["render"]
@@ -123,4 +142,4 @@ def test_without_a_browser_the_line_waits_and_starts_nothing(deployment):
     wait_for(lambda: comm.read_text().strip() == "sleep", what="the line to wait")
     time.sleep(1)
     assert process.poll() is None  # a process manager would stop every line were this one to end
-    assert not Path(deployment.env["SIFT_RENDER_SOCKET"]).exists()
+    assert render_listening(deployment.env["SIFT_RENDER_SOCKET"]) is None

@@ -17,7 +17,7 @@ from django.core.checks import run_checks
 from fetch import proctree, render_process
 
 from .browsers import BROWSER_TESTS, Listener
-from .deployment import Deployment, wait_for
+from .deployment import Deployment
 
 pytestmark = BROWSER_TESTS
 
@@ -151,8 +151,7 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(
     render_process.stop_server()
     deployment = Deployment(tmp_path, {})
     if line:
-        deployment.start_procfile("render")
-        wait_for(lambda: Path(settings.SIFT_RENDER_SOCKET).exists(), what="the render line's socket")
+        deployment.start_render_line()
     try:
         assert rendered("/page", 0) == 200
         first = _settled_tree()  # its tab closed and the spare context made after it
