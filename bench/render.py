@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -177,6 +176,8 @@ class RenderLine:
     def __init__(self) -> None:
         from django.conf import settings
 
+        from fetch import render_process
+
         env = {**os.environ, "SIFT_RENDER_SOCKET": settings.SIFT_RENDER_SOCKET}
         env["SIFT_RENDER_CHROMIUM"] = settings.SIFT_RENDER_CHROMIUM
         self.process = subprocess.Popen(
@@ -187,7 +188,7 @@ class RenderLine:
             stderr=subprocess.DEVNULL,
         )
         give_up = time.monotonic() + 60
-        while _listening_pid(settings.SIFT_RENDER_SOCKET) != self.process.pid:
+        while render_process.listening_pid() != self.process.pid:
             if time.monotonic() > give_up or self.process.poll() is not None:
                 raise RuntimeError("the render line did not start")
             time.sleep(0.05)
@@ -195,17 +196,6 @@ class RenderLine:
 
     def stop(self) -> None:
         harness.stop(self.process, grace=20)
-
-
-def _listening_pid(path: str) -> int | None:
-    """The pid the render process on ``path`` says it has, if one answers."""
-    try:
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(1)
-            sock.connect(path)
-            return int(json.loads(sock.makefile("rb").readline())["pid"])
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> None:

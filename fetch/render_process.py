@@ -89,7 +89,8 @@ def start_soon() -> None:
 
 
 def _start_browser(until: float) -> None:
-    _tell({"start": True, "chromium": settings.SIFT_RENDER_CHROMIUM}, until, heard=False)
+    if not _tell({"start": True, "chromium": settings.SIFT_RENDER_CHROMIUM}, until, heard=False):
+        _start_server(until)  # the socket was a killed process's
 
 
 def connect(until: float) -> tuple[socket.socket, int]:
@@ -206,6 +207,15 @@ def _lock_by(descriptor: int, until: float) -> bool:
         time.sleep(0.02)
 
 
+def listening_pid() -> int | None:
+    """The pid of the render process listening on the socket, as it says on connecting."""
+    connected = _try_connect(time.monotonic() + PROBE_SECONDS)
+    if connected is None:
+        return None
+    connected[0].close()
+    return connected[1]
+
+
 def running_pids() -> set[int]:
     """The render process, if the last one this process talked to still runs."""
     return {pid for pid, _ in _last if alive(pid)}
@@ -235,15 +245,17 @@ def stop_server(line_too: bool = False) -> None:
     _last.clear()
 
 
-def _tell(message: dict[str, Any], until: float, heard: bool) -> None:
-    """Send the render process ``message`` on a connection of its own; with ``heard``, wait (up
-    to ``until``) until it has acted on it and closed the connection."""
+def _tell(message: dict[str, Any], until: float, heard: bool) -> bool:
+    """Send the render process ``message`` on a connection of its own, unless none listens
+    (``False``); with ``heard``, wait (up to ``until``) until it has acted on it and closed the
+    connection."""
     connected = _try_connect(until)
     if connected is None:
-        return
+        return False
     sock = connected[0]
     with sock, suppress(OSError):
         sock.sendall(json.dumps(message).encode() + b"\n")
         if heard:
             sock.settimeout(max(0.01, until - time.monotonic()))
             sock.recv(1)
+    return True

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -21,6 +20,7 @@ from django.conf import settings
 from django.db import connection
 
 from batch.supervisor import live_processes
+from fetch import render_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,17 +60,6 @@ def kill_tree(process: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     process.wait()
-
-
-def render_listening(path: str) -> int | None:
-    """The pid of the render process listening on ``path``, as it says on connecting."""
-    try:
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(1)
-            sock.connect(path)
-            return int(json.loads(sock.makefile("rb").readline())["pid"])
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def procfile_command(process: str) -> str:
@@ -151,8 +140,7 @@ class Deployment:
         a render process killed earlier is no sign of that)."""
         self.start_procfile("render", **env)
         pid = self.processes["render"].pid
-        path = self.env["SIFT_RENDER_SOCKET"]
-        wait_for(lambda: render_listening(path) == pid, what="the render line to listen")
+        wait_for(lambda: render_process.listening_pid() == pid, what="the render line to listen")
         return pid
 
     def start_procfile_web(self) -> None:

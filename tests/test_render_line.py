@@ -14,7 +14,7 @@ import pytest
 from fetch import proctree, render_process
 
 from .browsers import BROWSER_TESTS
-from .deployment import Deployment, render_listening, wait_for
+from .deployment import Deployment, wait_for
 from .test_render import ARTICLE_TEXT, SCRIPTED_PAGE, STORY
 
 pytestmark = BROWSER_TESTS
@@ -142,4 +142,4 @@ def test_without_a_browser_the_line_waits_and_starts_nothing(deployment):
     wait_for(lambda: comm.read_text().strip() == "sleep", what="the line to wait")
     time.sleep(1)
     assert process.poll() is None  # a process manager would stop every line were this one to end
-    assert render_listening(deployment.env["SIFT_RENDER_SOCKET"]) is None
+    assert render_process.listening_pid() is None
