@@ -97,7 +97,7 @@ def render(document: client.Download) -> str:
         return conversation.run()
     except FetchError as exc:
         if exc.outcome == Outcome.TIMEOUT or conversation.over_memory:
-            stop_server()  # the render process and every process under it
+            stop_server()  # every process under the render process, and it too unless it is the line
         raise
     finally:
         conversation.close()
