@@ -9,16 +9,22 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.utils.module_loading import import_string
 
+from batch.fetchfunc import Caller, allowed_test_fetch
+from bench import plain_get
 from bench.batch_latency import (
+    FETCHES,
     MAX_DELAY,
     MIN_DELAY,
     N_TARGETS,
     Client,
+    Run,
     ideal_schedule,
     slow_upstream,
     upstream_delays,
 )
+from fetch.targets import Target
 
 
 def test_upstream_delays_are_the_same_in_every_run_and_within_their_range():
@@ -84,3 +90,30 @@ def test_the_client_sends_again_on_a_new_connection_when_the_server_closed_the_i
         client.close()
         server.shutdown()
         server.server_close()
+
+
+def test_the_targets_own_schedule_is_compared_with_the_same_ideal():
+    run = Run("1", seconds=4.4, ideal=4.0, own=4.2, cpu_other=0.0)
+    assert run.ratio == pytest.approx(1.1)
+    assert run.own_ratio == pytest.approx(1.05)
+
+
+@pytest.mark.parametrize("choice", sorted(FETCHES))
+def test_each_fetch_choice_is_the_pipeline_or_a_stand_in_the_workers_accept(choice):
+    path = FETCHES[choice][1]
+    assert path == "" or (allowed_test_fetch(path) and callable(import_string(path)))
+
+
+def test_the_plain_get_downloads_a_loopback_page_and_times_it():
+    with slow_upstream([0.0, 0.05]) as server:
+        url = server.urls("plain")[1]
+        result = plain_get.get(Caller("bench", "default"), Target.from_stored(url, {}))
+        assert server.served == {"plain": 1}
+    assert "Article 1" in result["content"]
+    assert result["meta"]["elapsed_ms"] >= 50
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.2:8/x.html", "https://127.0.0.1:8/x.html"])
+def test_the_plain_get_fetches_nothing_but_plain_http_on_127_0_0_1(url):
+    with pytest.raises(ValueError, match=r"127\.0\.0\.1 only"):
+        plain_get.get(Caller("bench", "default"), Target.from_stored(url, {}))
