@@ -27,7 +27,7 @@ from weakref import WeakKeyDictionary
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError, connection
 
 from batch import stream_bounds
 from batch.models import FINISHED_STATUSES, ApiKey, BatchJob, JobStatus, TargetStatus
@@ -52,13 +52,10 @@ async def in_query_thread(function: Callable[..., T], *args: Any) -> T:
 def _query(function: Callable[..., T], *args: Any) -> T:
     try:
         return function(*args)
-    except DatabaseError:
-        connection.close()  # a broken connection is made again on the next query of this thread
-        raise
     finally:
-        # With the pool (PostgreSQL under ASGI) this hands the connection back for the requests;
-        # with a persistent connection it keeps it, as a request's end does.
-        close_old_connections()
+        # Back to the pool under ASGI on PostgreSQL, for the requests; closed anywhere else, so
+        # that no idle thread here keeps one open (a broken one is made again on the next query).
+        connection.close()
 
 
 # --- one watch a process ---------------------------------------------------------------------

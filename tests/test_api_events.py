@@ -7,11 +7,12 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connection
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
-from batch import stream_bounds
-from batch.models import EventStream
+from batch import stream_bounds, streams
+from batch.models import BatchJob, EventStream
 
 from .deployment import wait_for
 from .factories import MakeCaller, make_job
@@ -86,3 +87,10 @@ def test_admission_counts_live_rows_only_and_drops_the_dead(make_caller: MakeCal
     assert EventStream.objects.count() == 3
     stream_bounds.close(first)  # closing a row already gone is nothing
     assert stream_bounds.renew(list(EventStream.objects.values_list("pk", flat=True))) == 3
+
+
+def test_a_streams_query_hands_its_connection_back_so_no_idle_thread_holds_one():
+    # Kept open in an idle thread, a connection would hold the database (the test database at its
+    # teardown too); under ASGI on PostgreSQL the same close hands it back to the pool.
+    assert streams._query(BatchJob.objects.count) == 0
+    assert connection.connection is None
