@@ -157,9 +157,7 @@ def _start_server(until: float) -> None:
     with open(f"{path}.lock", "w") as lock:
         if not _lock_by(lock.fileno(), until):  # one starter at a time, machine-wide
             return
-        probe = _try_connect(until)
-        if probe is not None:
-            probe[0].close()
+        if listening_pid(until) is not None:
             return
         path.unlink(missing_ok=True)
         command, env, mode = _command(path)
@@ -207,9 +205,10 @@ def _lock_by(descriptor: int, until: float) -> bool:
         time.sleep(0.02)
 
 
-def listening_pid() -> int | None:
-    """The pid of the render process listening on the socket, as it says on connecting."""
-    connected = _try_connect(time.monotonic() + PROBE_SECONDS)
+def listening_pid(until: float | None = None) -> int | None:
+    """The pid of the render process listening on the socket, as it says on connecting (which
+    also makes it the one ``stop_server`` stops); by ``until``, or within ``PROBE_SECONDS``."""
+    connected = _try_connect(time.monotonic() + PROBE_SECONDS if until is None else until)
     if connected is None:
         return None
     connected[0].close()
@@ -226,9 +225,7 @@ def stop_server(line_too: bool = False) -> None:
     line's process itself is left (the browser and driver under it go, and its next render starts
     them again), since the process manager would stop the whole deployment were it to end, unless
     ``line_too`` (a new line takes its place). Within ``limits.RENDER_STOP_SECONDS``."""
-    probe = _try_connect(time.monotonic() + PROBE_SECONDS)  # learns the pid of one another process started
-    if probe is not None:
-        probe[0].close()
+    listening_pid()  # learns the pid of one another process started
     for pid, line in list(_last):
         spared = line and not line_too
         members = tree_pids(pid) - ({pid} if spared else set())
