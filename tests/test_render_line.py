@@ -34,10 +34,6 @@ def deployment(tmp_path, settings) -> Iterator[Deployment]:
         render_process.stop_server()
 
 
-def _start_line(deployment: Deployment) -> int:
-    return deployment.start_render_line()
-
-
 def _under(pid: int) -> set[int]:
     return proctree.tree_pids(pid) - {pid}
 
@@ -58,7 +54,7 @@ def pages(httpserver):
 
 def test_the_line_starts_its_browser_for_a_render_closes_it_when_idle_and_runs_on(agent, pages, deployment):
     _, client = agent
-    pid = _start_line(deployment)
+    pid = deployment.start_render_line()
     assert _under(pid) == set()  # Python and Playwright loaded; no driver, no browser
 
     first = _render(client, pages)
@@ -91,7 +87,7 @@ def test_the_line_starts_its_browser_for_a_render_closes_it_when_idle_and_runs_o
 def test_a_render_past_its_deadline_kills_the_lines_browser_not_the_line(agent, pages, deployment, settings):
     _, client = agent
     settings.SIFT_RENDER_TIMEOUT = 3
-    pid = _start_line(deployment)
+    pid = deployment.start_render_line()
     assert _render(client, pages).status_code == 200
     browser = _under(pid)
 
@@ -115,7 +111,7 @@ def test_the_line_replaces_a_render_process_started_on_demand(agent, pages, depl
     (on_demand,) = render_process.running_pids()
     tree = proctree.tree_pids(on_demand)
 
-    pid = _start_line(deployment)
+    pid = deployment.start_render_line()
     wait_for(lambda: not any(proctree.alive(member) for member in tree), what="the earlier process to end")
     assert _render(client, pages).status_code == 200
     assert render_process.running_pids() == {pid}
@@ -123,13 +119,13 @@ def test_the_line_replaces_a_render_process_started_on_demand(agent, pages, depl
 
 def test_a_line_started_beside_a_running_one_takes_its_place_and_none_is_left(agent, pages, deployment):
     _, client = agent
-    old = _start_line(deployment)
+    old = deployment.start_render_line()
     assert _render(client, pages).status_code == 200
     tree = proctree.tree_pids(old)
     # As after a process manager was killed whole: its lines run on, and a new one starts.
     deployment.processes["old render"] = deployment.processes.pop("render")
 
-    new = _start_line(deployment)
+    new = deployment.start_render_line()
     wait_for(lambda: not any(proctree.alive(member) for member in tree), what="the old line to end")
     assert _render(client, pages).status_code == 200
     assert render_process.running_pids() == {new}
