@@ -13,8 +13,9 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Info, Tags, Warning, register
 
-from batch import fetchfunc
-from fetch import guard, limits, render, render_process
+from batch.engine import seam
+from fetch import guard, limits
+from fetch.render import renderer, server_process
 
 
 def longest_fetch_seconds() -> float:
@@ -92,10 +93,10 @@ def fetch_override_names_a_test_module(app_configs: Any = None, **kwargs: Any) -
     """The tests' stand-ins for the fetch of batch targets and for the guard's resolver."""
     messages: list[CheckMessage] = []
     fetch_override, resolve_override = settings.SIFT_TEST_FETCH_FUNC, settings.SIFT_TEST_RESOLVE_FUNC
-    if fetch_override and not fetchfunc.allowed_test_fetch(fetch_override):
+    if fetch_override and not seam.allowed_test_fetch(fetch_override):
         messages.append(
             Error(
-                f"SIFT_TEST_FETCH_FUNC={fetch_override!r}: {fetchfunc.TEST_FETCH_FUNC_RULE}",
+                f"SIFT_TEST_FETCH_FUNC={fetch_override!r}: {seam.TEST_FETCH_FUNC_RULE}",
                 hint="Unset SIFT_TEST_FETCH_FUNC: in production the fetch pipeline does the work.",
                 id="sift.E004",
             )
@@ -214,9 +215,9 @@ def metrics_need_a_token(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
 def render_network_mode(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Which browser renders, and where it runs: its own network namespace, or the fail-closed
     proxy alone."""
-    if not render.available():
+    if not renderer.available():
         return []
-    if render_process.network_mode() == "namespace":
+    if server_process.network_mode() == "namespace":
         what = "in a network namespace of its own (no route anywhere; the fail-closed proxy behind it)"
         hint = None
     else:

@@ -2,7 +2,7 @@
 eviction are ``batch/retention.py``'s.
 
 Nothing here knows about HTTP or the fetch pipeline: targets arrive parsed and validated
-(``batch/api/validation.py``). Every state change is a conditional UPDATE or happens under row
+(``doors/validation.py``). Every state change is a conditional UPDATE or happens under row
 locks inside a short transaction, so concurrent web and worker processes never decide on a
 stale read (docs/workers.md, docs/api.md).
 """
@@ -22,7 +22,8 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet, prefetch_related_objects
 from django.utils import timezone
 
-from batch import metrics, retention, waits, wakeups, webhooks
+from batch import metrics, retention, waits, webhooks
+from batch.engine import wakeups
 from batch.errors import Refusal, Refused
 from batch.models import (
     LIVE_STATUSES,
@@ -86,7 +87,7 @@ def submit(
 ) -> Submitted:
     """Store a job of validated ``targets`` for ``caller``, or answer the twin it already has.
 
-    ``callback_url`` has passed the fetch guard already (``batch/api/callbacks.py``). Everything
+    ``callback_url`` has passed the fetch guard already (``doors/callbacks.py``). Everything
     is decided under the caller's row lock; a submit that will create a job then takes the one
     ``SubmitLock`` row too, so the count of live jobs below ``JOBS_TOTAL`` is never stale.
     """

@@ -7,7 +7,7 @@ at most so many per caller, and for some kinds so many in all, so that one calle
 every connection and stall ``/healthz`` and everyone else. What a request does when it gets no
 share is its own business: a wait answers at once, a fetch is refused busy, a submit's callback
 check is refused ``caller_busy``. A share is usually given back when its request answers; a
-callback check's, when its lookup ends (``batch/api/callbacks.py``).
+callback check's, when its lookup ends (``doors/callbacks.py``).
 
 The shares are per process on purpose: what they protect (a process's threads and connections)
 is per process too, so they need no database and cost nothing when the process dies.

@@ -15,7 +15,7 @@ first. Claims are counted and taken under one row lock, so the counts are never 
 whose receivers never answer holds its share and no more (docs/webhooks.md).
 
 Like the worker, this module never imports the fetch pipeline: the POST is
-``batch.adapter.post_webhook``, loaded by name, which goes through the same guarded client as
+``batch.pipeline_bridge.post_webhook``, loaded by name, which goes through the same guarded client as
 every fetch. Claims are conditional updates of ``due_at``, so two delivery threads never send
 one attempt twice; a thread that dies mid-attempt leaves its claim to expire, and the attempt
 is made again (delivery is at least once; receivers dedupe on ``webhook-id``).
@@ -45,13 +45,13 @@ from standardwebhooks import Webhook
 
 from batch.models import ApiKey, BatchJob, WebhookAttempt, WebhookClaimLock, WebhookDelivery
 from batch.summaries import job_summary
-from fetch.hostnames import canonical_host
+from fetch.wire.hostnames import canonical_host
 
 log = logging.getLogger(__name__)
 
 EVENT_TYPE = "batch.finished"
 # The POST in production, loaded by name so that the job side never imports the fetch pipeline.
-SENDER = "batch.adapter.post_webhook"
+SENDER = "batch.pipeline_bridge.post_webhook"
 # One attempt's whole deadline: a receiver should answer at once and do its work afterwards.
 ATTEMPT_TIMEOUT_SECONDS = 10.0
 # A claimed attempt belongs to its thread this long; past it, another thread may try again.

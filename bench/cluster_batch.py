@@ -8,7 +8,8 @@ decompressed in memory, never copied into the repository) as ``text/html`` from 
 server on 127.0.0.1 in this process, recreates the ``sift_bench_batch`` database on the local
 PostgreSQL, migrates it, issues a fleet caller and starts ``manage.py qcluster`` on it with
 ``SIFT_BATCH_WORKERS=--workers``, ``SIFT_FETCH_ALLOW_CIDRS=127.0.0.0/8`` and the production
-fetch (``batch.adapter.fetch_target``, no ``SIFT_TEST_FETCH_FUNC``). Then, ``--runs`` times, alternately:
+fetch (``batch.pipeline_bridge.fetch_target``, no ``SIFT_TEST_FETCH_FUNC``). Then, ``--runs``
+times, alternately:
 
 - ``direct``: the 32 URLs through ``fetch.pipeline.fetch`` (cache, gate, guarded download,
   extraction) by ``--workers`` threads taking them in index order, in one process: a child of
@@ -61,12 +62,12 @@ from bench.postgres import BenchDatabase, server_settings
 from bench.stats import median
 
 if TYPE_CHECKING:
-    from batch.worker import Caller, Result
+    from batch.engine.worker import Caller, Result
     from fetch.targets import Target
 
 N_TARGETS = 32
 DATABASE = BenchDatabase("sift_bench_batch")
-PRODUCTION_FETCH = "batch.adapter.fetch_target"
+PRODUCTION_FETCH = "batch.pipeline_bridge.fetch_target"
 MODULE = "bench.cluster_batch"
 TRACED_FETCH = f"{MODULE}.traced_fetch_target"
 # A cluster left behind by a run that was killed outright (SIGKILL, a crash) is stopped by the next.
@@ -311,7 +312,7 @@ def direct_phase(run: int, urls: list[str], setup: Setup) -> Phase:
 
 def batch_phase(run: int, urls: list[str], setup: Setup) -> Phase:
     from batch import jobs
-    from batch.api.validation import validate_targets
+    from doors.validation import validate_targets
 
     targets: list[object] = list(urls)
     before = CpuSnapshot.take()
@@ -395,7 +396,7 @@ def run_phase(setup: Setup, kind: str, run: int) -> Phase:
 
 def traced_fetch_target(caller: Caller, target: Target) -> Result:
     """The production FetchFunc, noting in ``SIFT_BENCH_TRACE`` when the fetch began and ended."""
-    from batch.adapter import fetch_target
+    from batch.pipeline_bridge import fetch_target
 
     began = time.time()
     try:
@@ -454,7 +455,7 @@ def drains_queued_after(created: float) -> list[float]:
     """When drain tasks were queued since ``created``, oldest first: django-q2 notes it in each task."""
     from django_q.models import OrmQ, Task
 
-    from batch.wakeups import DRAIN_TASK
+    from batch.engine.wakeups import DRAIN_TASK
 
     queued = [task.task["started"] for task in OrmQ.objects.all() if task.func() == DRAIN_TASK]
     queued += Task.objects.filter(func=DRAIN_TASK).values_list("started", flat=True)

@@ -5,7 +5,7 @@
 
 It makes a fresh database (``sift_bench_cycle`` on the local PostgreSQL, or a SQLite file in a
 temporary directory), migrates it, issues a caller, and drains ``--history`` jobs and then
-``--runs`` measured jobs of ``--targets`` targets with ``batch.worker.drain`` and the no-op
+``--runs`` measured jobs of ``--targets`` targets with ``batch.engine.worker.drain`` and the no-op
 fetch (``bench.noop.noop``) in this process: claim, no-op fetch, store, eviction, next claim,
 the cycle ``bench/scheduling.py`` times through the real cluster, without the cluster.
 
@@ -98,9 +98,10 @@ def counting_commits(connection: Any) -> Iterator[list[int]]:
 def drain_one_job(caller: Any, label: str, n_targets: int) -> Drained:
     from django.db import connections
 
-    from batch import jobs, worker
-    from batch.api.validation import validate_targets
+    from batch import jobs
+    from batch.engine import worker
     from bench.noop import noop
+    from doors.validation import validate_targets
 
     targets: list[object] = [f"https://{label}.bench.invalid/{i}" for i in range(n_targets)]
     jobs.submit(caller, validate_targets(targets))

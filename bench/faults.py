@@ -90,7 +90,7 @@ def patiently(query: Callable[[], T], timeout: float = 60) -> T:
 
 def submit(caller: ApiKey, name: str, queries: list[str]) -> BatchJob:
     from batch import jobs
-    from batch.api.validation import validate_targets
+    from doors.validation import validate_targets
 
     urls: list[object] = [f"https://{name}.faults.invalid/{i}?{q}" for i, q in enumerate(queries)]
     return jobs.submit(caller, validate_targets(urls)).job
@@ -178,8 +178,8 @@ def kill_workers(caller: ApiKey, deployment: Deployment, tmp: Path, kills: int) 
 
 
 def stop_group(caller: ApiKey, deployment: Deployment, tmp: Path) -> Row:
+    from batch.engine.supervisor import session_processes
     from batch.models import BatchTarget
-    from batch.supervisor import session_processes
 
     job = submit(caller, "stop", ["sleep=12", "sleep=2", *[f"sleep=0.5&i={i}" for i in range(6)]])
     deployment.start_cluster()
@@ -206,7 +206,7 @@ def stop_group(caller: ApiKey, deployment: Deployment, tmp: Path) -> Row:
 
 
 def _qcluster_left() -> bool:
-    from batch.supervisor import live_processes
+    from batch.engine.supervisor import live_processes
 
     mine = os.getpid()
     return any(

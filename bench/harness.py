@@ -178,7 +178,7 @@ def stop_stale_cluster(pidfile: Path, database_url: str) -> None:
 
 
 def wait_for_heartbeats(process: subprocess.Popen[bytes], log_path: Path, workers: int) -> None:
-    """Every cluster worker process writes a heartbeat row once it has started (batch/heartbeat.py)."""
+    """Every cluster worker process writes a heartbeat row once it has started (batch/engine/heartbeat.py)."""
     from batch.models import ClusterHeartbeat
 
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS

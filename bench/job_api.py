@@ -109,8 +109,8 @@ def finish_job(job: BatchJob, content_chars: int) -> None:
     from django.db import transaction
     from django.utils import timezone
 
+    from batch.engine.storable import json_bytes
     from batch.models import BatchJob, BatchTarget, JobStatus, TargetStatus
-    from batch.storable import json_bytes
 
     now = timezone.now()
     total = 0
@@ -144,7 +144,7 @@ def finish_job(job: BatchJob, content_chars: int) -> None:
 def stored_job(caller: ApiKey, tag: str, content_chars: int) -> BatchJob:
     """A finished job of ``TARGETS_PER_JOB`` targets, submitted as the API submits it."""
     from batch import jobs
-    from batch.api.validation import validate_targets
+    from doors.validation import validate_targets
 
     urls: list[object] = [f"https://{tag}.bench.invalid/{i}" for i in range(TARGETS_PER_JOB)]
     job = jobs.submit(caller, validate_targets(urls)).job

@@ -35,7 +35,7 @@ from pathlib import Path
 from bench import harness, render_pages
 from bench.harness import LOOPBACK, REPO
 from bench.mcp_latency import answers, free_port
-from fetch import proctree
+from fetch.sandbox import proctree
 
 BIN = Path(sys.executable).parent
 SETTLED_SECONDS = 5.0
@@ -192,7 +192,7 @@ def bench(chromium: str | None = None) -> None:
             from django.conf import settings
 
             from batch.models import ClusterHeartbeat
-            from fetch import render_process
+            from fetch.render import server_process
 
             print(f"browser: {settings.SIFT_RENDER_CHROMIUM}")
             key = migrate_and_key()
@@ -214,7 +214,7 @@ def bench(chromium: str | None = None) -> None:
                     wait_settled(process.pid)
                     after = measure(f"after one fetch and one render (rendered: {rendered})", process.pid)
                 finally:
-                    render_process.stop_server()
+                    server_process.stop_server()
         print(f"\ntotal PSS: {before / 1e6:.0f} MB before any render, {after / 1e6:.0f} MB after")
         print(f"load: {Path('/proc/loadavg').read_text().split()[:3]}")
 

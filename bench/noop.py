@@ -6,7 +6,7 @@ result, so a job's time is the cost of claiming, storing and settling its target
 
 from __future__ import annotations
 
-from batch.worker import Caller, Result
+from batch.engine.worker import Caller, Result
 from fetch.targets import Target
 
 

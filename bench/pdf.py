@@ -97,8 +97,8 @@ def children_cpu_seconds(pids: list[int]) -> float:
 
 
 def read_with_sift(pdf: bytes, reader: Reader) -> None:
-    from fetch.pdf_text import pdf_text
-    from fetch.sandbox import get_sandbox
+    from fetch.documents.pdf_text import pdf_text
+    from fetch.sandbox.pool import get_sandbox
 
     pids = get_sandbox().pids()
     cpu = children_cpu_seconds(pids) + time.process_time()
@@ -129,7 +129,7 @@ def bench_readers(pdf: bytes, rounds: int) -> dict[str, Reader]:
     """Sift's first call (it starts a child), then sift warm with the one child that call started,
     then with every child of the pool started (as after ``warm_up``; a PDF this big is then read
     by all of them at once); pdftotext reads the file in turn with each warm round."""
-    from fetch.sandbox import get_sandbox
+    from fetch.sandbox.pool import get_sandbox
 
     readers = {name: Reader() for name in ("cold", "one", "every", "poppler one", "poppler every")}
     read_with_sift(pdf, readers["cold"])
@@ -148,7 +148,7 @@ def bench_readers(pdf: bytes, rounds: int) -> dict[str, Reader]:
 
 
 def child_peak_kib() -> int:
-    from fetch.sandbox import get_sandbox
+    from fetch.sandbox.pool import get_sandbox
 
     reply, _ = get_sandbox().run(
         "ping", {}, b"", cpu_seconds=5, wall_seconds=10, subject="ping", hint="", max_reply_bytes=1024

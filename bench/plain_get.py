@@ -11,7 +11,7 @@ import http.client
 import time
 from urllib.parse import urlsplit
 
-from batch.worker import Caller, Result
+from batch.engine.worker import Caller, Result
 from fetch.targets import Target
 
 LOOPBACK = "127.0.0.1"

@@ -42,8 +42,8 @@ import trafilatura
 
 from bench import data
 from bench.extract import sift
-from fetch.reading import read_page
-from fetch.sniff import clean_text, decode_text
+from fetch.documents.sniff import clean_text, decode_text
+from fetch.html.reader import read_page
 
 PAGES = Path(__file__).resolve().parent / "pages"
 SETS = ("articles", "pages", "wcxb")
@@ -121,7 +121,7 @@ def trafilatura_direct(body: bytes, url: str) -> str:
 
 
 def sift_in_process(body: bytes, url: str) -> str:
-    """What the sandbox child runs on a page (``read_page``: hidden text, spans, then ``html_text``)."""
+    """What the sandbox child runs on a page (``read_page``: hidden text, spans, then ``main_content``)."""
     page = read_page(
         clean_text(decode_text(body, None)),
         url=url,

@@ -160,12 +160,12 @@ def _prime(url: str, marker: str) -> None:
     writes the driver's compile cache (beside the render socket) when the driver exits cleanly."""
     from django.test import override_settings
 
-    from fetch import render_process
+    from fetch.render import server_process
 
     with override_settings(SIFT_RENDER_IDLE=1):
         _sift(url, marker)
     give_up = time.monotonic() + 30
-    while render_process.running_pids() and time.monotonic() < give_up:
+    while server_process.running_pids() and time.monotonic() < give_up:
         time.sleep(0.1)
 
 
@@ -176,7 +176,7 @@ class RenderLine:
     def __init__(self) -> None:
         from django.conf import settings
 
-        from fetch import render_process
+        from fetch.render import server_process
 
         env = {**os.environ, "SIFT_RENDER_SOCKET": settings.SIFT_RENDER_SOCKET}
         env["SIFT_RENDER_CHROMIUM"] = settings.SIFT_RENDER_CHROMIUM
@@ -188,7 +188,7 @@ class RenderLine:
             stderr=subprocess.DEVNULL,
         )
         give_up = time.monotonic() + 60
-        while render_process.listening_pid() != self.process.pid:
+        while server_process.listening_pid() != self.process.pid:
             if time.monotonic() > give_up or self.process.poll() is not None:
                 raise RuntimeError("the render line did not start")
             time.sleep(0.05)
@@ -199,9 +199,9 @@ class RenderLine:
 
 
 def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> None:
-    from fetch import render_process
+    from fetch.render import server_process
 
-    render_process.stop_server()  # a render process left by an earlier run would make the first render warm
+    server_process.stop_server()  # a render process left by an earlier run would make the first render warm
     files, markers = render_pages.build()
     with render_pages.serving(files) as port:
         base = f"http://{render_pages.LOOPBACK}:{port}"
@@ -240,7 +240,7 @@ def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> No
             for row in rows.values():
                 if hasattr(row, "close"):
                     row.close()
-            render_process.stop_server()
+            server_process.stop_server()
     total = rounds * len(markers)
     print(f"{len(markers)} script-built pages x {rounds} rounds, interleaved; load: {_load()}")
     print(f"browser (sift and the floor): {floor.chromium}")
@@ -265,11 +265,11 @@ def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> No
 def _first_renders(url: str, marker: str) -> tuple[float, float, RenderLine]:
     """A round's first renders: with no render process (one is started on demand), then on a
     render line started afresh, which serves the rest of the round."""
-    from fetch import render_process
+    from fetch.render import server_process
 
-    render_process.stop_server()
+    server_process.stop_server()
     cold = _sift(f"{url}&cold", marker)[0]
-    render_process.stop_server()
+    server_process.stop_server()
     line = RenderLine()
     return cold, _sift(url, marker)[0], line
 

@@ -28,10 +28,11 @@ class BrowserPeak:
         self._thread.join()
 
     def _sample(self) -> None:
-        from fetch import proctree, render_process
+        from fetch.render import server_process
+        from fetch.sandbox import proctree
 
         while not self._stop.wait(0.1):
-            for pid in render_process.running_pids():
+            for pid in server_process.running_pids():
                 self.peak = max(self.peak, proctree.tree_pss(pid))
 
 
@@ -92,9 +93,10 @@ HOG = (
 
 def _processes() -> tuple[int, int, int]:
     """The render process's tree (processes, PSS) and the Chromium processes left to init."""
-    from fetch import proctree, render_process
+    from fetch.render import server_process
+    from fetch.sandbox import proctree
 
-    pids = render_process.running_pids()
+    pids = server_process.running_pids()
     tree = set().union(*(proctree.tree_pids(pid) for pid in pids)) if pids else set()
     orphans = 0
     for entry in Path("/proc").iterdir():
@@ -124,9 +126,10 @@ def _soak(count: int) -> None:
     import os
     import signal
 
-    from fetch import proctree, render_process
     from fetch.errors import FetchError
     from fetch.pipeline import fetch
+    from fetch.render import server_process
+    from fetch.sandbox import proctree
     from fetch.targets import Target, TargetOptions
 
     files, markers = render_pages.build()
@@ -142,7 +145,7 @@ def _soak(count: int) -> None:
             special = number % 25 == 24 and number < count - 1
             path = ("/spin", "crash", "/hog")[number // 25 % 3] if special else pages[number % len(pages)]
             if path == "crash":
-                for pid in render_process.running_pids():
+                for pid in server_process.running_pids():
                     for member in proctree.tree_pids(pid):
                         try:  # a tab's process may end between the listing and here
                             if "chromium" in Path(f"/proc/{member}/comm").read_text():
@@ -172,4 +175,4 @@ def _soak(count: int) -> None:
             f"{label:<16} render tree {processes:3d} processes {pss / 2**20:6.0f} MiB PSS;"
             f" Chromium processes left to init: {orphans}"
         )
-    render_process.stop_server()
+    server_process.stop_server()

@@ -81,7 +81,7 @@ def run_job(caller: ApiKey, run: int, n_targets: int) -> JobRun:
     from django.utils import timezone
 
     from batch import jobs
-    from batch.api.validation import validate_targets
+    from doors.validation import validate_targets
 
     # Distinct URLs per run, or the submit would reuse the previous run's job (docs/api.md).
     targets: list[object] = [f"https://run{run}.bench.invalid/{i}" for i in range(n_targets)]

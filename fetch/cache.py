@@ -27,9 +27,9 @@ from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from capacity.eviction import UncheckedBytes, oldest_over_budget
-from fetch import headers
 from fetch.client import Download
 from fetch.models import CachedDocument
+from fetch.wire import headers
 
 FLEET_PARTITION = "fleet"
 # Where an answer came from (its ``cache`` field): downloaded now, a copy young enough, a copy

@@ -26,11 +26,12 @@ from urllib3 import HTTPConnectionPool, Timeout
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, ReadTimeoutError, SSLError
 from urllib3.response import BaseHTTPResponse
 
-from fetch import decoding, guard
-from fetch import headers as parse
-from fetch.deadline import Deadline, HTTPPool, HTTPSPool
+from fetch import guard
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
+from fetch.wire import decoding
+from fetch.wire import headers as parse
+from fetch.wire.deadline import Deadline, HTTPPool, HTTPSPool
 
 USER_AGENT = "sift/0.1 (a self-hosted web reader for AI agents)"
 ACCEPT = "text/html,application/xhtml+xml,application/json,application/pdf,text/plain;q=0.9,*/*;q=0.8"

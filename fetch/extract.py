@@ -14,13 +14,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fetch.errors import FetchError
-from fetch.json_text import NotJson, json_text
-from fetch.narrow import Span, narrow
-from fetch.outcomes import Outcome
-from fetch.pdf_text import pdf_text
-from fetch.sandbox import get_sandbox
-from fetch.sniff import (
+from fetch.answer.narrow import Span, narrow
+from fetch.documents.json_text import NotJson, json_text
+from fetch.documents.pdf_text import pdf_text
+from fetch.documents.sniff import (
     HTML_TYPES,
     UNSUPPORTED_HINT,
     clean_text,
@@ -30,6 +27,9 @@ from fetch.sniff import (
     sniff_kind,
     utf8_text,
 )
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome
+from fetch.sandbox.pool import get_sandbox
 from fetch.targets import TargetOptions
 
 # The most text a parser (HTML, PDF, jq) hands back from one document, before it is narrowed or

@@ -23,7 +23,7 @@ def longest_fetch_seconds(fetch_timeout: float) -> float:
     return GATE_WAIT_SECONDS + fetch_timeout + EXTRACT_GRACE_SECONDS
 
 
-# Rendering (fetch/render.py): how long a render process may take to start listening and the
+# Rendering (fetch/render/renderer.py): how long a render process may take to start listening and the
 # browser to be ready before the render's own deadline starts; and how long killing the render
 # process's tree may take after a render that ran out of time or memory.
 RENDER_START_SECONDS = 15.0

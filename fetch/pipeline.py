@@ -1,7 +1,8 @@
 """One target in, one envelope out (docs/fetch-pipeline.md): cache, gate, guarded download, extraction.
 
-``fetch`` is what ``/v1/fetch`` calls and what the batch adapter calls for each target, so a
-batch is exactly many interactive fetches run by the workers. It raises only ``FetchError``.
+``fetch`` is what ``/v1/fetch`` calls and what the job side's bridge (``batch.pipeline_bridge``)
+calls for each target, so a batch is exactly many interactive fetches run by the workers. It
+raises only ``FetchError``.
 """
 
 from __future__ import annotations
@@ -17,28 +18,21 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from fetch import (
-    cache,
-    client,
-    gate,
-    headers,
-    hosts,
-    metrics,
-    render,
-    render_process,
-    robots,
-    sandbox,
-    slices,
-)
+from fetch import cache, client, gate, metrics
+from fetch.answer import slices
 from fetch.cache import CacheState
 from fetch.errors import FetchError
 from fetch.extract import Extracted, extract, refuse_empty
 from fetch.limits import EXTRACT_GRACE_SECONDS
 from fetch.models import CachedDocument
 from fetch.outcomes import Outcome
+from fetch.politeness import host_turns, robots
+from fetch.render import renderer, server_process
+from fetch.sandbox import pool
 from fetch.targets import Target
+from fetch.wire import headers
 
-# The top-level request's turn at its host (``hosts.turn``), yielding the download's timeout.
+# The top-level request's turn at its host (``host_turns.turn``), yielding the download's timeout.
 HostTurn = Callable[[], AbstractContextManager[float | None]]
 # Failures after which `recover: true` serves the last copy.
 RECOVERABLE = frozenset({Outcome.TIMEOUT, Outcome.UPSTREAM_5XX})
@@ -66,7 +60,7 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
         start = slices.start_of(target, caller=caller)  # a bad cursor is refused before any request
         delay = robots.check(target.url, partition) if target.options.robots else 0.0
         since = started if target.options.robots else None  # robots.txt came out of the deadline
-        turn = functools.partial(hosts.turn, target.url, since=since, wait=wait_for_host, least=delay)
+        turn = functools.partial(host_turns.turn, target.url, since=since, wait=wait_for_host, least=delay)
         source = _obtain(target, partition, turn)
         document = _extract(target, source, started)
         if target.options.render == "auto" and document.script_built and not source.rendered:
@@ -102,16 +96,16 @@ def _obtain(target: Target, partition: str, turn: HostTurn) -> Source:
 
 def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
     """The page as the browser left it, from the rendered partition or rendered now."""
-    render.require_browser()
+    renderer.require_browser()
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _rendered(_from_cache(copy, "hit"))
-    render_process.start_soon()  # the browser starts while the page downloads
+    server_process.start_soon()  # the browser starts while the page downloads
     try:
-        with turn() as timeout, render.render_slot(), gate.fetch_slot(render.render_lease_seconds()):
+        with turn() as timeout, renderer.render_slot(), gate.fetch_slot(renderer.render_lease_seconds()):
             download = client.download(target.url, timeout=timeout)
             _raise_for_status(download)
-            if download.content_type not in render.HTML_TYPES:
+            if download.content_type not in renderer.HTML_TYPES:
                 return Source(download, timezone.now())  # nothing to run: read as fetched
             html = _render_retrying_once(download)
     except FetchError as exc:
@@ -124,13 +118,13 @@ def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
 def _render_served(target: Target, partition: str, served: Source) -> Source | None:
     """``render: "auto"`` on a page that looks built by scripts: the page as served, rendered
     (holding a render slot only now), or its rendered copy; None where no browser is installed."""
-    if not render.available():
+    if not renderer.available():
         return None
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _rendered(_from_cache(copy, "hit"))
     # The page itself was downloaded in its host's turn; a render's subrequests take none.
-    with render.render_slot(), gate.fetch_slot(render.render_lease_seconds()):
+    with renderer.render_slot(), gate.fetch_slot(renderer.render_lease_seconds()):
         html = _render_retrying_once(served.download)
     return _store_rendered(target, partition, served.download, html)
 
@@ -153,12 +147,12 @@ def _store_rendered(target: Target, partition: str, download: client.Download, h
 def _render_retrying_once(download: client.Download) -> str:
     """A browser that crashed is started afresh and the page tried once more, then ``internal``."""
     try:
-        return render.render(download)
-    except render.RenderCrashed:
+        return renderer.render(download)
+    except renderer.RenderCrashed:
         pass
     try:
-        return render.render(download)
-    except render.RenderCrashed as exc:
+        return renderer.render(download)
+    except renderer.RenderCrashed as exc:
         raise FetchError(
             Outcome.INTERNAL,
             f"the browser failed twice rendering this page: {exc}",
@@ -233,7 +227,7 @@ def _raise_for_status(download: client.Download) -> None:
 def _extract(target: Target, source: Source, started: float) -> Extracted:
     download = source.download
     finish_by = max(time.monotonic() + EXTRACT_GRACE_SECONDS, started + float(settings.SIFT_FETCH_TIMEOUT))
-    with sandbox.finish_by(finish_by):
+    with pool.finish_by(finish_by):
         return extract(
             download.body,
             declared_type=download.content_type,

@@ -24,7 +24,7 @@ from fetch.options import (
     parse_pages,
     shared_option_schemas,
 )
-from fetch.sandbox_child import compile_jq
+from fetch.sandbox.child import compile_jq
 
 # The option types come from fetch.options; callers take them from here too, with the target.
 __all__ = [

@@ -20,10 +20,10 @@ def post_worker_init(worker: Any) -> None:
 
 
 def _warm_up_sandbox() -> None:
-    from fetch import sandbox  # noqa: PLC0415 — in the worker, once Django is set up
     from fetch.errors import FetchError  # noqa: PLC0415
+    from fetch.sandbox import pool  # noqa: PLC0415 — in the worker, once Django is set up
 
     try:
-        sandbox.warm_up(children=1)
+        pool.warm_up(children=1)
     except FetchError:
         logger.exception("could not start a sandbox child ahead of use; it starts on first use")

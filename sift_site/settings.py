@@ -51,8 +51,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
-    "batch.middleware.RequestSizeLimitMiddleware",
-    "batch.middleware.JsonMethodNotAllowedMiddleware",
+    "doors.middleware.RequestSizeLimitMiddleware",
+    "doors.middleware.JsonMethodNotAllowedMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -62,7 +62,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
-    "batch.middleware.SyncChainMiddleware",
+    "doors.middleware.SyncChainMiddleware",
 ]
 
 ROOT_URLCONF = "sift_site.urls"
@@ -141,7 +141,7 @@ STORAGES = {
 # Serve straight from the apps too, so a server started without collectstatic still has its assets.
 WHITENOISE_USE_FINDERS = True
 
-# Requests over 128 KiB are refused with 413 before Django reads them (batch/middleware.py).
+# Requests over 128 KiB are refused with 413 before Django reads them (doors/middleware.py).
 SIFT_MAX_REQUEST_BYTES = 128 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIFT_MAX_REQUEST_BYTES
 
@@ -281,7 +281,7 @@ LOGGING = {
 
 # Tests and benchmarks only, never production: the per-target work of batch jobs replaced by a
 # function (Caller, Target) -> {"content", "meta"} of a module under tests/ or bench/ (anything
-# else is refused). Unset, the fetch pipeline does the work (batch/adapter.py). docs/workers.md.
+# else is refused). Unset, the fetch pipeline does the work (batch/pipeline_bridge.py). docs/workers.md.
 SIFT_TEST_FETCH_FUNC = env_str("SIFT_TEST_FETCH_FUNC", "")
 # Tests and benchmarks only, never production: the fetch guard's name lookups answered by a
 # function (host, port) -> [address, ...] of a module under tests/ or bench/, for processes a

@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
-from batch.api import api
-from batch.views import healthz, metrics
+from doors.rest import api
+from doors.views import healthz, metrics
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -13,5 +13,5 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
 ]
 
-handler404 = "batch.views.not_found"
-handler500 = "batch.views.server_error"
+handler404 = "doors.views.not_found"
+handler500 = "doors.views.server_error"

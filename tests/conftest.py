@@ -41,12 +41,12 @@ def render_process_of_this_session(django_test_environment: None) -> Iterator[No
     """A render process of this test process's own (the machine's one is shared by every
     process): two pytest workers, or a running ``make run``, never kill or count each other's.
     Deployments hand the same socket to their processes (tests/deployment.py)."""
-    from fetch import render_process
+    from fetch.render import server_process
 
     folder = Path(tempfile.mkdtemp(prefix="sift-render-"))
     with override_settings(SIFT_RENDER_SOCKET=str(folder / "render.sock")):
         yield
-        render_process.stop_server()
+        server_process.stop_server()
     shutil.rmtree(folder, ignore_errors=True)
 
 

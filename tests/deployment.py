@@ -19,8 +19,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from batch.supervisor import live_processes
-from fetch import render_process
+from batch.engine.supervisor import live_processes
+from fetch.render import server_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,7 +140,7 @@ class Deployment:
         a render process killed earlier is no sign of that)."""
         self.start_procfile("render", **env)
         pid = self.processes["render"].pid
-        wait_for(lambda: render_process.listening_pid() == pid, what="the render line to listen")
+        wait_for(lambda: server_process.listening_pid() == pid, what="the render line to listen")
         return pid
 
     def start_procfile_web(self) -> None:

@@ -18,9 +18,9 @@ from django.test import Client
 from django.utils import timezone
 
 from batch import jobs
-from batch.api.validation import validate_targets
 from batch.errors import Refused
 from batch.models import FINISHED_STATUSES, ApiKey, BatchJob, BatchTarget
+from doors.validation import validate_targets
 
 # The only networks a test lets the fetch guard reach: this machine.
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from batch.worker import Caller, Result, RetryLater, TargetFailed
+from batch.engine.worker import Caller, Result, RetryLater, TargetFailed
 from fetch.outcomes import Outcome
 from fetch.targets import Target
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from batch.api.auth import caller_for_key
 from batch.models import ApiKey, BatchJob
+from doors.auth import caller_for_key
 
 from .factories import ApiClient, MakeCaller, submit
 

@@ -1,4 +1,4 @@
-"""A submit's ``callback_url`` check holds no request thread for long (batch/api/callbacks.py).
+"""A submit's ``callback_url`` check holds no request thread for long (doors/callbacks.py).
 
 The guard looks the callback's host up; a resolver that never answers is played by
 ``tests.upstream``'s hanging resolver (names under ``hang.test``): in this process through
@@ -24,11 +24,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from batch.api.callbacks import LOOKUPS_IN_ALL
 from batch.errors import Refused
-from batch.fetching import FETCHES
-from batch.mcp import tools
 from batch.models import BatchJob
+from doors.callbacks import LOOKUPS_IN_ALL
+from doors.direct import FETCHES
+from doors.mcp import tools
 from fetch import guard
 
 from .deployment import Deployment, wait_for

@@ -11,8 +11,8 @@ from django.db import connection
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
-from batch import stream_bounds, streams
 from batch.models import BatchJob, EventStream
+from doors import stream_bounds, streams
 
 from .deployment import wait_for
 from .factories import MakeCaller, make_job

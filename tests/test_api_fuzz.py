@@ -25,8 +25,8 @@ from hypothesis import settings as hypothesis_settings
 from schemathesis.config import SchemathesisConfig
 
 from batch import waits
-from batch.api import api
 from batch.models import ApiKey, BatchJob, hash_key
+from doors.rest import api
 from fetch import guard
 
 from .factories import LOOPBACK

@@ -8,10 +8,10 @@ import pytest
 from django.test import Client
 
 from batch import jobs
-from batch.api.validation import validate_targets
 from batch.errors import Refused
-from batch.mcp import tools
 from batch.models import ApiKey, BatchJob, IdempotencyKey
+from doors.mcp import tools
+from doors.validation import validate_targets
 
 from .factories import ApiClient, MakeCaller
 

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAP = ROOT / "docs" / "architecture.md"
-PACKAGES = ("batch", "fetch", "capacity", "sift_site")
+PACKAGES = ("batch", "doors", "fetch", "capacity", "sift_site")
 
 
 def _sections() -> dict[str, str]:
@@ -54,7 +54,7 @@ def test_the_map_names_no_module_that_does_not_exist():
 
 def test_the_render_process_imports_only_the_standard_library_playwright_and_itself():
     """It runs with no secret and no route (docs/rendering.md): no Django, nothing of sift."""
-    for name in ("render_server.py", "render_tab.py"):
+    for name in ("render/server.py", "render/tab.py"):
         tree = ast.parse((ROOT / "fetch" / name).read_text())
         nodes = list(ast.walk(tree))
         imported = {alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names}
@@ -64,6 +64,6 @@ def test_the_render_process_imports_only_the_standard_library_playwright_and_its
             for module in imported
             if module.split(".")[0] not in sys.stdlib_module_names
             and module.split(".")[0] != "playwright"
-            and module != "fetch.render_tab"
+            and module != "fetch.render.tab"
         }
         assert foreign == set(), f"fetch/{name} imports {foreign}"

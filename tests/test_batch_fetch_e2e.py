@@ -14,8 +14,8 @@ import pytest
 from werkzeug import Response
 
 from batch import jobs
-from batch.api.validation import validate_targets
 from batch.models import BatchJob
+from doors.validation import validate_targets
 
 from .deployment import Deployment, wait_for
 from .fixtures.pdf_writer import build_pdf

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.utils.module_loading import import_string
 
-from batch.fetchfunc import Caller, allowed_test_fetch
+from batch.engine.seam import Caller, allowed_test_fetch
 from bench import plain_get
 from bench.batch_latency import (
     FETCHES,

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from batch import worker
+from batch.engine import worker
 from batch.models import WorkerSlot
 from capacity.eviction import oldest_over_budget
 from fetch.gate import FETCH_SLOTS

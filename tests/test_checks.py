@@ -13,7 +13,8 @@ from django.conf import settings as django_settings
 from django.core.checks import CheckMessage, run_checks
 from django.core.exceptions import ImproperlyConfigured
 
-from batch import adapter, fetchfunc
+from batch import pipeline_bridge
+from batch.engine import seam
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = django_settings.Q_CLUSTER
@@ -99,16 +100,18 @@ def test_an_unset_metrics_token_is_a_deployment_warning_only(sound):
 
 def test_the_worker_runs_the_pipeline_unless_a_test_module_stands_in(settings):
     settings.SIFT_TEST_FETCH_FUNC = ""
-    assert fetchfunc.fetch_func() is adapter.fetch_target
+    assert seam.fetch_func() is pipeline_bridge.fetch_target
     settings.SIFT_TEST_FETCH_FUNC = "bench.noop.noop"
-    assert fetchfunc.fetch_func().__module__ == "bench.noop"
+    assert seam.fetch_func().__module__ == "bench.noop"
 
 
-@pytest.mark.parametrize("path", ["os.system", "subprocess.run", "batch.adapter.fetch_target", "testsuite.x"])
+@pytest.mark.parametrize(
+    "path", ["os.system", "subprocess.run", "batch.pipeline_bridge.fetch_target", "testsuite.x"]
+)
 def test_a_fetch_function_outside_tests_and_bench_is_never_imported(settings, path):
     settings.SIFT_TEST_FETCH_FUNC = path
     with pytest.raises(ImproperlyConfigured, match="SIFT_TEST_FETCH_FUNC"):
-        fetchfunc.fetch_func()
+        seam.fetch_func()
 
 
 def test_manage_py_check_stops_on_a_lease_shorter_than_a_fetch():

@@ -14,8 +14,8 @@ import signal
 
 import pytest
 
+from batch.engine.supervisor import live_processes
 from batch.models import BatchJob
-from batch.supervisor import live_processes
 
 from .deployment import Deployment, wait_for
 from .factories import scripted_job

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from batch import jobs
-from batch.api.validation import validate_targets
+from batch.engine.supervisor import live_processes
 from batch.models import BatchJob
-from batch.supervisor import live_processes
+from doors.validation import validate_targets
 
 from . import fetchers
 from .deployment import Deployment, wait_for

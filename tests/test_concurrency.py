@@ -11,9 +11,10 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from batch import jobs, worker
-from batch.api.validation import validate_targets
+from batch import jobs
+from batch.engine import worker
 from batch.models import ApiKey, BatchJob, BatchTarget, IdempotencyKey
+from doors.validation import validate_targets
 from fetch.targets import Target
 
 from .factories import N_THREADS, race

@@ -15,8 +15,8 @@ import pytest
 from django.db import connection
 
 from batch import jobs
-from batch.api.validation import validate_targets
 from batch.models import ApiKey, BatchJob
+from doors.validation import validate_targets
 
 from .deployment import Deployment, wait_for
 from .factories import N_THREADS, SCRIPTED_BASE, race

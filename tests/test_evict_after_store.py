@@ -12,10 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from batch import jobs, retention, storable, worker
-from batch.api.validation import validate_targets
+from batch import jobs, retention
+from batch.engine import storable, worker
 from batch.models import BatchJob
 from capacity import eviction
+from doors.validation import validate_targets
 from fetch.targets import Target
 
 from .factories import make_job

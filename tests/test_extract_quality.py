@@ -16,8 +16,9 @@ import pytest
 
 from bench import data
 from bench.quality import PAGES, LabelledPage, benchmark_pages, mean, non_article_pages, score
-from fetch import html_text as html_module
-from fetch.content_lines import (
+from fetch.extract import extract
+from fetch.html import main_content as html_module
+from fetch.html.line_cleanup import (
     REPEAT_MIN_CHARS,
     REPEAT_SENTENCE_MIN_CHARS,
     drop_calls_to_action,
@@ -26,10 +27,9 @@ from fetch.content_lines import (
     drop_title_lines,
     page_titles,
 )
-from fetch.extract import extract
-from fetch.html_text import choose_reading, html_text, page_kind, peer_items
-from fetch.page_kinds import drop_overlays, drop_related_sections, grows_inside, main_element
-from fetch.reading import read_page
+from fetch.html.main_content import choose_reading, html_text, page_kind, peer_items
+from fetch.html.page_kinds import drop_overlays, drop_related_sections, grows_inside, main_element
+from fetch.html.reader import read_page
 from fetch.targets import TargetOptions
 
 # Pages of each wcxb-dev type in the CI sample, the first of the check half (not tuned on).
@@ -272,7 +272,7 @@ def test_text_mode_leaves_the_title_to_the_envelope_and_markdown_keeps_its_headi
 
 @pytest.fixture
 def readings(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """The ``precision`` of each trafilatura reading ``html_text`` makes, in order."""
+    """The ``precision`` of each trafilatura reading ``main_content`` makes, in order."""
     seen: list[bool] = []
     read = html_module._trafilatura
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from fetch import cache, guard
 from fetch.client import Download
-from fetch.headers import imf_fixdate
 from fetch.models import CachedDocument
+from fetch.wire.headers import imf_fixdate
 
 from .factories import LOOPBACK
 from .upstream import RawServer, numeric_resolve

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from fetch import charsets
-from fetch.sniff import declared_charset, decode_text
+from fetch.documents.sniff import declared_charset, decode_text
+from fetch.wire import charsets
 
 # Python codecs no page may choose: not text encodings at all, or text encodings no browser has.
 PYTHON_ONLY = [

@@ -14,9 +14,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from pytest_django.fixtures import Settings
 
-from fetch import decoding
-from fetch.deadline import Deadline
 from fetch.errors import FetchError
+from fetch.wire import decoding
+from fetch.wire.deadline import Deadline
 
 CAP = 20 * 2**20
 ONE_BYTE_MEMBER = gzip.compress(b"a", mtime=0)  # 21 bytes

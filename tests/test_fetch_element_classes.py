@@ -8,7 +8,7 @@ import lxml.html
 import pytest
 from lxml import etree
 
-from fetch.element_classes import HTML_CLASSES, lxml_lookup, use_lxml_lookup
+from fetch.html.element_classes import HTML_CLASSES, lxml_lookup, use_lxml_lookup
 
 PAGE = (
     "<!DOCTYPE html><html><head><title>t</title></head><body><!-- a comment --><?pi x?>"

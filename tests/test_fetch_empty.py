@@ -8,10 +8,10 @@ from __future__ import annotations
 import lxml.html
 import pytest
 
-from batch.adapter import fetch_target
-from batch.fetchfunc import Caller, TargetFailed
+from batch.engine.seam import Caller, TargetFailed
 from batch.models import BatchTarget
-from fetch.reading import looks_script_built
+from batch.pipeline_bridge import fetch_target
+from fetch.html.reader import looks_script_built
 from fetch.targets import parse_target
 
 from .factories import LOOPBACK, failed_target, make_job

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fetch import pdf_text
+from fetch.documents import pdf_text
+from fetch.documents.sniff import clean_text, decode_text, utf8_text
 from fetch.errors import FetchError
 from fetch.extract import Extracted, extract
-from fetch.sandbox import get_sandbox
-from fetch.sniff import clean_text, decode_text, utf8_text
+from fetch.sandbox.pool import get_sandbox
 from fetch.targets import TargetOptions
 from tests.fixtures.pdf_writer import build_pdf, build_pdf_from_streams, flate_bomb_stream
 
@@ -440,7 +440,7 @@ def test_a_page_too_big_for_main_content_detection_is_flattened_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The sandbox child runs this same module; in-process, the threshold can be lowered.
-    from fetch import html_text as module
+    from fetch.html import main_content as module
 
     monkeypatch.setattr(module, "MAIN_CONTENT_MAX_ELEMENTS", 20)
 
@@ -478,7 +478,7 @@ def test_trafilatura_is_never_entered_by_two_threads_of_one_process(monkeypatch)
 
     import trafilatura
 
-    from fetch import html_text as module
+    from fetch.html import main_content as module
 
     active = 0
     peak = 0

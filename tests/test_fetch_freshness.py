@@ -11,8 +11,9 @@ import time_machine
 from django.utils import timezone
 from werkzeug import Request, Response
 
-from batch import adapter, jobs, worker
-from batch.api.validation import validate_targets
+from batch import jobs, pipeline_bridge
+from batch.engine import worker
+from doors.validation import validate_targets
 from fetch.models import CachedDocument
 
 from .factories import LOOPBACK
@@ -195,7 +196,7 @@ def test_batch_targets_carry_cache_and_age_and_keep_to_max_age(agent, httpserver
     client.get("/v1/fetch", url=url)
     job = jobs.submit(caller, validate_targets([url, {"url": url, "options": {"max_age": 0}}])).job
 
-    assert worker.drain(adapter.fetch_target, budget=60) == 2
+    assert worker.drain(pipeline_bridge.fetch_target, budget=60) == 2
 
     results = [t["result"]["meta"] for t in client.get(f"/v1/batch/{job.id}").json()["targets"]]
     cached, fresh = results
@@ -216,7 +217,7 @@ def test_a_repeated_batch_is_answered_by_its_twin_only_within_the_max_age_of_its
     def submit(max_age: int) -> dict:
         response = client.post("/v1/batch", {"targets": [{"url": url, "options": {"max_age": max_age}}]})
         assert response.status_code in (200, 202), response.content
-        worker.drain(adapter.fetch_target, budget=60)
+        worker.drain(pipeline_bridge.fetch_target, budget=60)
         return response.json()
 
     first = submit(60)

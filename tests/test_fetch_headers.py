@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from fetch import charsets, headers
+from fetch.wire import charsets, headers
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 BASE = "https://example.org/a/b?c=d"

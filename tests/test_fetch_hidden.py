@@ -1,4 +1,4 @@
-"""Hidden text never reaches the agent (``fetch/hidden.py``): what a reader of a served page cannot
+"""Hidden text never reaches the agent (``fetch/html/hidden.py``): what a reader of a served page cannot
 see is dropped and counted, kept when asked or when it is all the page has; through ``/v1/fetch``
 GET and POST and batch targets, against pages served on loopback (docs/fetch-content.md)."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import lxml.html
 import pytest
 
-from batch.adapter import fetch_target
-from batch.fetchfunc import Caller
-from fetch.hidden import drop_hidden, hides
-from fetch.reading import read_page
+from batch.engine.seam import Caller
+from batch.pipeline_bridge import fetch_target
+from fetch.html.hidden import drop_hidden, hides
+from fetch.html.reader import read_page
 from fetch.targets import parse_target
 
 from .factories import LOOPBACK

@@ -1,4 +1,4 @@
-"""Markdown an agent can follow (``fetch/markdown.py``): links as ``[text](absolute url)`` against
+"""Markdown an agent can follow (``fetch/html/markdown.py``): links as ``[text](absolute url)`` against
 ``<base href>``, no ``data:`` URI ever, images on request, spanned table cells in their columns,
 code blocks with their language; through ``/v1/fetch`` and batch targets (docs/fetch-content.md)."""
 
@@ -9,11 +9,11 @@ import re
 import lxml.html
 import pytest
 
-from batch.adapter import fetch_target
-from batch.fetchfunc import Caller
+from batch.engine.seam import Caller
+from batch.pipeline_bridge import fetch_target
 from bench.extract import token_f1
-from fetch.markdown import code_language, finish, repeat_spanned_cells
-from fetch.reading import read_page
+from fetch.html.markdown import code_language, finish, repeat_spanned_cells
+from fetch.html.reader import read_page
 from fetch.targets import parse_target
 
 from .factories import LOOPBACK

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from batch import adapter, jobs, worker
-from batch.api.validation import validate_targets
+from batch import jobs, pipeline_bridge
+from batch.engine import worker
+from doors.validation import validate_targets
 from fetch import extract as extract_module
-from fetch import json_text, pdf_text
-from fetch import sandbox as sandbox_module
+from fetch.documents import json_text, pdf_text
 from fetch.errors import FetchError
 from fetch.extract import HTML_MEMORY_HINT, HTML_TIME_HINT, extract
-from fetch.sandbox import Sandbox
+from fetch.sandbox import pool as sandbox_module
+from fetch.sandbox.pool import Sandbox
 from fetch.targets import TargetOptions
 
 from .factories import LOOPBACK
@@ -222,7 +223,7 @@ def test_a_batch_target_stores_memory_limit_and_a_slow_one_filter_timeout(
         ),
     ).job
 
-    assert worker.drain(adapter.fetch_target, budget=60) == 3
+    assert worker.drain(pipeline_bridge.fetch_target, budget=60) == 3
 
     job.refresh_from_db()
     hog, slow, fine = job.targets.order_by("idx")

@@ -7,7 +7,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fetch.narrow import (
+from fetch.answer.narrow import (
     PASSAGE_WORDS,
     QUESTION_WORDS,
     answer_passages,

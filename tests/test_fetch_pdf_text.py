@@ -11,12 +11,12 @@ from typing import Any
 import pypdfium2 as pdfium
 import pytest
 
-from fetch import pdf_text as pdf_text_module
+from fetch.documents import pdf_text as pdf_text_module
+from fetch.documents.pdf_text import PdfText, pdf_text
 from fetch.errors import FetchError
-from fetch.pdf_text import PdfText, pdf_text
-from fetch.sandbox import Sandbox
-from fetch.sandbox_child import pdf_share
-from fetch.sandbox_child import pdf_text as child_pdf_text
+from fetch.sandbox.child import pdf_share
+from fetch.sandbox.child import pdf_text as child_pdf_text
+from fetch.sandbox.pool import Sandbox
 from fetch.targets import PageRange
 from tests.fixtures.pdf_writer import build_pdf, build_pdf_from_streams, flate_bomb_stream, page_stream
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from fetch import sandbox as sandbox_module
-from fetch import sandbox_pipes
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
-from fetch.sandbox import Sandbox, get_sandbox
+from fetch.sandbox import pipes
+from fetch.sandbox import pool as sandbox_module
+from fetch.sandbox.pool import Sandbox, get_sandbox
 from tests.fixtures.pdf_writer import build_pdf
 
 LIMITS: dict[str, Any] = {
@@ -200,7 +200,7 @@ def test_many_threads_share_the_pool_and_each_gets_its_own_answer(sandbox: Sandb
 
 
 def _pdf_in_daemonic_worker(queue: Any) -> None:
-    from fetch.pdf_text import pdf_text
+    from fetch.documents.pdf_text import pdf_text
 
     try:
         pdf = pdf_text(build_pdf([["first"], ["second"]]), ((2, 2),), max_chars=10_000)
@@ -230,7 +230,7 @@ def test_a_child_that_dies_before_it_is_ready_is_internal_and_frees_its_place(
     broken.write_text("raise SystemExit(2)\n")
     pool = Sandbox(children=1)
     try:
-        monkeypatch.setattr(sandbox_pipes, "CHILD_SCRIPT", broken)
+        monkeypatch.setattr(pipes, "CHILD_SCRIPT", broken)
         with pytest.raises(FetchError) as caught:
             ping(pool)
         assert caught.value.outcome == "internal"
@@ -258,25 +258,31 @@ def test_shutdown_stops_the_idle_children_of_this_process() -> None:
 
 
 def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_or_the_rest_of_sift() -> None:
-    child = Path(sandbox_module.__file__).with_name("sandbox_child.py")
+    child = Path(sandbox_module.__file__).with_name("child.py")
     script = (
         "import runpy, sys; child = runpy.run_path(sys.argv[1]);"
-        "child['_html_module'](); child['_fetch_module']('sitemap_parse');"
+        "child['_html_module'](); child['_fetch_module']('discovery.sitemap_parse');"
         "print(sorted(m for m in sys.modules if m == 'django' or m.startswith(('django.', 'fetch'))))"
     )
     shown = subprocess.run(
         [sys.executable, "-I", "-c", script, str(child)], capture_output=True, text=True, check=True, cwd="/"
     ).stdout
     page_modules = [
-        "content_lines",
-        "element_classes",
-        "hidden",
-        "html_text",
-        "markdown",
-        "page_kinds",
-        "page_text",
-        "peers",
-        "reading",
+        "html",
+        "html.block_text",
+        "html.element_classes",
+        "html.hidden",
+        "html.line_cleanup",
+        "html.main_content",
+        "html.markdown",
+        "html.page_kinds",
+        "html.peers",
+        "html.reader",
     ]
-    page_modules.append("sitemap_parse")
-    assert shown.strip() == str(["fetch", *(f"fetch.{name}" for name in page_modules)])
+    modules = [
+        "fetch",
+        "fetch.discovery",
+        "fetch.discovery.sitemap_parse",
+        *(f"fetch.{name}" for name in page_modules),
+    ]
+    assert shown.strip() == str(sorted(modules))

@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from fetch import sandbox as sandbox_module
+from fetch.documents.json_text import json_text
 from fetch.errors import FetchError
-from fetch.json_text import json_text
-from fetch.sandbox import Sandbox
-from fetch.sandbox_child import MODULES_REFUSED, compile_jq, jq_without_modules
+from fetch.sandbox import pool as sandbox_module
+from fetch.sandbox.child import MODULES_REFUSED, compile_jq, jq_without_modules
+from fetch.sandbox.pool import Sandbox
 
 from .factories import LOOPBACK
 

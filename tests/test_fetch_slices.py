@@ -10,8 +10,8 @@ import re
 import pytest
 from werkzeug import Response
 
-from batch.adapter import fetch_target
-from batch.fetchfunc import Caller
+from batch.engine.seam import Caller
+from batch.pipeline_bridge import fetch_target
 from fetch.models import CachedDocument
 from fetch.targets import parse_target
 
@@ -99,7 +99,7 @@ def test_a_2_mb_document_is_read_slice_by_slice_to_the_end_each_cut_at_the_last_
 
 
 def test_a_slice_ends_before_a_heading_or_after_a_paragraph_whichever_comes_last() -> None:
-    from fetch.slices import slice_end
+    from fetch.answer.slices import slice_end
 
     text = "intro words here\n\n# Heading\nbody line one\nbody line two\n\ntail"
     assert slice_end(text, 0, 30) == text.index("# Heading")

@@ -14,11 +14,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from batch import jobs, worker
-from batch.api.validation import validate_targets
+from batch import jobs
+from batch.engine import worker
 from batch.models import BatchJob
-from fetch import hosts
+from doors.validation import validate_targets
 from fetch.models import HostTurn
+from fetch.politeness import host_turns
 
 from .deployment import Deployment, wait_for
 from .factories import LOOPBACK, scripted_job
@@ -158,11 +159,11 @@ def test_with_the_interval_off_no_turn_is_kept(agent, open_loopback, settings):
 
 def test_a_turn_is_not_due_before_the_last_request_ended_plus_the_interval(db, settings):
     settings.SIFT_FETCH_HOST_INTERVAL = 30.0
-    with hosts.turn("http://example.org/a", since=None, wait=False):
+    with host_turns.turn("http://example.org/a", since=None, wait=False):
         pass
     with (
-        pytest.raises(hosts.HostNotDue) as not_due,
-        hosts.turn("http://example.org/b", since=None, wait=False),
+        pytest.raises(host_turns.HostNotDue) as not_due,
+        host_turns.turn("http://example.org/b", since=None, wait=False),
     ):
         pass
     assert 29 < (not_due.value.retry_after or 0) <= 30
@@ -173,7 +174,7 @@ def test_turns_long_past_are_forgotten_when_a_new_host_comes(db):
     long_ago = timezone.now() - timedelta(hours=2)
     HostTurn.objects.create(host="old.example", next_at=long_ago)
     HostTurn.objects.create(host="recent.example", next_at=timezone.now())
-    assert hosts.take_turn("new.example", 1.0) == 0.0
+    assert host_turns.take_turn("new.example", 1.0) == 0.0
     assert set(HostTurn.objects.values_list("host", flat=True)) == {"recent.example", "new.example"}
 
 
@@ -186,7 +187,7 @@ def test_of_many_processes_asking_at_once_one_gets_the_turn(db):
     def ask() -> None:
         try:
             barrier.wait()
-            answers.append(hosts.take_turn("example.org", 30.0))
+            answers.append(host_turns.take_turn("example.org", 30.0))
         except BaseException as exc:
             errors.append(exc)
         finally:

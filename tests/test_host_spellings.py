@@ -13,8 +13,9 @@ import itertools
 import pytest
 
 from batch import webhooks
-from fetch import hostnames, robots
 from fetch.models import CachedDocument
+from fetch.politeness import robots
+from fetch.wire import hostnames
 
 from .factories import LOOPBACK
 from .sites import Answer, site

@@ -16,9 +16,11 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from protego import Protego
 
-from batch.fetching import FETCHES
-from fetch import discovery, guard, robots, sitemaps
-from fetch.sitemaps import MAX_FILE_BYTES
+from doors.direct import FETCHES
+from fetch import guard
+from fetch.discovery import site_urls, sitemaps
+from fetch.discovery.sitemaps import MAX_FILE_BYTES
+from fetch.politeness import robots
 
 from .factories import LOOPBACK
 from .sites import PAGE, Answer, site
@@ -365,7 +367,7 @@ def test_the_file_entry_byte_and_candidate_caps_each_stop_the_map_saying_why(
         monkeypatch.setattr(sitemaps, "MAX_ENTRIES_PER_FILE", 2)
         entries, _ = _map(client, u("/s0.xml"))
         monkeypatch.setattr(sitemaps, "MAX_ENTRIES_PER_FILE", 50)
-        monkeypatch.setattr(discovery, "MAX_CANDIDATES", 5)
+        monkeypatch.setattr(site_urls, "MAX_CANDIDATES", 5)
         candidates, _ = _map(client, u("/index.xml"), search="p")
     assert (len(files["urls"]), files["truncated_reasons"]) == (9, ["files"])
     assert (spent["urls"], spent["truncated_reasons"]) == ([], ["bytes"])
@@ -388,7 +390,7 @@ def test_an_unreadable_robots_txt_falls_back_to_sitemap_xml_unless_robots_is_ask
 @hypothesis_settings(max_examples=300, deadline=None)
 @given(raw=st.one_of(st.text(max_size=80), st.from_regex(r"\A(https?:)?//[^/]{0,20}(/\S{0,20})?\Z")))
 def test_any_string_a_sitemap_holds_normalises_to_an_http_url_or_nothing(raw):
-    url = discovery.normalise(raw, "http://example.org/dir/")
+    url = site_urls.normalise(raw, "http://example.org/dir/")
     assert url is None or (url.startswith(("http://", "https://")) and len(url) <= 2048 and "#" not in url)
 
 

@@ -26,8 +26,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 from werkzeug import Response
 
-from batch.mcp import tools
 from batch.models import ApiKey, BatchJob
+from doors.mcp import tools
 from fetch.models import CachedDocument
 
 from .deployment import Deployment

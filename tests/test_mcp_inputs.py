@@ -1,4 +1,4 @@
-"""``batch.mcp.inputs``: the MCP tools take what the OpenAPI document describes, and say the limits
+"""``doors.mcp.inputs``: the MCP tools take what the OpenAPI document describes, and say the limits
 the settings set now. In-process; tests/test_mcp.py drives the tools over real HTTP."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from batch.errors import Refused
-from batch.mcp import server, tools
+from doors.mcp import server, tools
 from fetch.options import option_schemas
 
 pytestmark = pytest.mark.django_db

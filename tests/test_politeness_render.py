@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fetch import render_process
+from fetch.render import server_process
 
 from .browsers import BROWSER_TESTS
 from .factories import LOOPBACK
@@ -29,7 +29,7 @@ fetch("/story.json").then(r => r.json()).then(story => {
 @pytest.fixture(autouse=True, scope="module")
 def render_process_stopped_after_the_module() -> Iterator[None]:
     yield
-    render_process.stop_server()
+    server_process.stop_server()
 
 
 ROUTES = {

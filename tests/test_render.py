@@ -16,10 +16,11 @@ import pytest
 from werkzeug import Request, Response
 
 from batch import jobs
-from batch.api.validation import validate_targets
-from batch.mcp.tools import TOOLS
 from batch.models import BatchJob
-from fetch import proctree, render, render_process
+from doors.mcp.tools import TOOLS
+from doors.validation import validate_targets
+from fetch.render import renderer, server_process
+from fetch.sandbox import proctree
 from fetch.targets import TargetOptions, parse_target
 
 from .browsers import BROWSER_TESTS, Listener
@@ -46,7 +47,7 @@ STORY = {"paragraphs": [ARTICLE_TEXT, "Their range is the smallest of the month,
 @pytest.fixture(autouse=True, scope="module")
 def render_process_stopped_after_the_module() -> Iterator[None]:
     yield
-    render_process.stop_server()
+    server_process.stop_server()
 
 
 @pytest.fixture
@@ -160,7 +161,7 @@ def test_a_page_that_outgrows_its_script_heap_ends_memory_limit_and_the_next_ren
     assert response.status_code == 422, response.content
     assert response.json()["code"] == "memory_limit"
     assert response.json()["error"].startswith("the page's tab crashed")
-    assert response.json()["hint"] == render.MEMORY_HINT
+    assert response.json()["hint"] == renderer.MEMORY_HINT
     assert after.status_code == 200, after.content
     assert ARTICLE_TEXT in after.json()["content"]
 
@@ -174,7 +175,7 @@ def test_a_browser_over_the_render_memory_limit_is_killed_and_the_render_ends_me
     httpserver.expect_request("/story.json").respond_with_json(STORY)
 
     response = _fetch(client, url=httpserver.url_for("/tides"), render="true")
-    children = set(render_process.running_pids())
+    children = set(server_process.running_pids())
 
     assert response.status_code == 422, response.content
     assert response.json()["code"] == "memory_limit"
@@ -185,7 +186,7 @@ def test_a_browser_over_the_render_memory_limit_is_killed_and_the_render_ends_me
 def _browser_pids() -> list[int]:
     """Chromium processes started by this process's render children."""
     pids = []
-    for child in list(render_process.running_pids()):
+    for child in list(server_process.running_pids()):
         for pid in proctree.tree_pids(child):
             try:
                 if "chromium" in Path(f"/proc/{pid}/comm").read_text():
@@ -389,13 +390,13 @@ def test_the_browser_stays_warm_between_renders_and_is_replaced_after_a_timeout(
     )
 
     first = _fetch(client, url=httpserver.url_for("/a"), render="true")
-    children_first = set(render_process.running_pids())
+    children_first = set(server_process.running_pids())
     second = _fetch(client, url=httpserver.url_for("/b"), render="true")
-    children_second = set(render_process.running_pids())
+    children_second = set(server_process.running_pids())
     spun = _fetch(client, url=httpserver.url_for("/spin"), render="true")
     third = _fetch(client, url=httpserver.url_for("/c"), render="true")
 
     assert [r.status_code for r in (first, second, spun, third)] == [200, 200, 504, 200]
     assert len(children_first) == 1
     assert children_second == children_first
-    assert set(render_process.running_pids()).isdisjoint(children_first)
+    assert set(server_process.running_pids()).isdisjoint(children_first)

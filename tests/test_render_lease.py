@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from fetch import client, gate, limits, pipeline, render, render_process
+from fetch import client, gate, limits, pipeline
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome
+from fetch.render import renderer, server_process
 
 DOCUMENT = client.Download(
     url="http://127.0.0.1:9/page",
@@ -83,7 +84,7 @@ def stand_in(settings, tmp_path, monkeypatch) -> Iterator[type[StandIn]]:
     made: list[StandIn] = []
     settings.SIFT_RENDER_SOCKET = str(tmp_path / "render.sock")
     settings.SIFT_RENDER_TIMEOUT = 1
-    monkeypatch.setattr(render, "START_SECONDS", 1.0)
+    monkeypatch.setattr(renderer, "START_SECONDS", 1.0)
 
     def make(behaviour: str) -> StandIn:
         made.append(StandIn(tmp_path / "render.sock", behaviour))
@@ -96,18 +97,18 @@ def stand_in(settings, tmp_path, monkeypatch) -> Iterator[type[StandIn]]:
 
 def attempt_bound() -> float:
     """One attempt's bound with the test's start and render deadlines (1 s each)."""
-    return render_process.START_SECONDS + 1 + limits.RENDER_STOP_SECONDS
+    return server_process.START_SECONDS + 1 + limits.RENDER_STOP_SECONDS
 
 
 def test_the_lease_is_the_longest_path_and_a_margin(settings):
     settings.SIFT_FETCH_TIMEOUT, settings.SIFT_RENDER_TIMEOUT = 30, 20
     attempt = limits.RENDER_START_SECONDS + 20 + limits.RENDER_STOP_SECONDS
     assert (
-        render.render_lease_seconds()
+        renderer.render_lease_seconds()
         == limits.GATE_WAIT_SECONDS + 30 + 2 * attempt + gate.LEASE_MARGIN_SECONDS
     )
     # The stop's own waits fit its bound: the pid asked for, then the tree's end after SIGKILL.
-    stop = render_process.PROBE_SECONDS + render_process.KILL_WAIT_SECONDS + render_process.RESET_SECONDS
+    stop = server_process.PROBE_SECONDS + server_process.KILL_WAIT_SECONDS + server_process.RESET_SECONDS
     assert stop < limits.RENDER_STOP_SECONDS
 
 
@@ -115,7 +116,7 @@ def test_a_render_process_that_never_starts_the_browser_is_stopped_within_its_bo
     stuck = stand_in("silent")
     began = time.monotonic()
     with pytest.raises(FetchError) as raised:
-        render.render(DOCUMENT)
+        renderer.render(DOCUMENT)
     assert raised.value.outcome == Outcome.TIMEOUT
     assert time.monotonic() - began < attempt_bound()
     assert stuck.process.wait(timeout=5) == -9  # the stop killed the render process's tree
@@ -125,7 +126,7 @@ def test_a_render_that_never_ends_is_stopped_within_start_render_and_stop(stand_
     stuck = stand_in("started")
     began = time.monotonic()
     with pytest.raises(FetchError, match="did not finish rendering"):
-        render.render(DOCUMENT)
+        renderer.render(DOCUMENT)
     took = time.monotonic() - began
     assert 1 <= took < attempt_bound()
     assert stuck.process.wait(timeout=5) == -9
@@ -144,10 +145,10 @@ def test_a_render_crashing_twice_ends_within_two_attempts(stand_in):
 def test_a_render_slot_is_leased_for_the_longest_path_and_keeps_a_second_render_out(settings, monkeypatch):
     settings.SIFT_RENDER_SLOTS = 1
     monkeypatch.setattr(gate, "GATE_WAIT_SECONDS", 0.2)
-    with render.render_slot():
+    with renderer.render_slot():
         lease_until = RenderSlot.objects.get(number=0).lease_until
         assert lease_until is not None
-        assert (lease_until - timezone.now()).total_seconds() > render.render_lease_seconds() - 5
-        with pytest.raises(FetchError) as busy, render.render_slot():
+        assert (lease_until - timezone.now()).total_seconds() > renderer.render_lease_seconds() - 5
+        with pytest.raises(FetchError) as busy, renderer.render_slot():
             pass
         assert busy.value.outcome == Outcome.BUSY

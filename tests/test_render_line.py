@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fetch import proctree, render_process
+from fetch.render import server_process
+from fetch.sandbox import proctree
 
 from .browsers import BROWSER_TESTS
 from .deployment import Deployment, wait_for
@@ -25,13 +26,13 @@ IDLE_SECONDS = 2
 def deployment(tmp_path, settings) -> Iterator[Deployment]:
     settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network("127.0.0.1/32"),)
     settings.SIFT_RENDER_TIMEOUT = 10
-    render_process.stop_server()
+    server_process.stop_server()
     running = Deployment(tmp_path, {"SIFT_RENDER_IDLE": f"{IDLE_SECONDS}s"})
     try:
         yield running
     finally:
         running.stop_all()
-        render_process.stop_server()
+        server_process.stop_server()
 
 
 def _under(pid: int) -> set[int]:
@@ -60,7 +61,7 @@ def test_the_line_starts_its_browser_for_a_render_closes_it_when_idle_and_runs_o
     first = _render(client, pages)
     assert first.status_code == 200, first.content
     assert ARTICLE_TEXT in first.json()["content"]
-    assert render_process.running_pids() == {pid}  # the line's process rendered it
+    assert server_process.running_pids() == {pid}  # the line's process rendered it
     assert _under(pid)  # the driver and the browser under it
 
     mark = Path(f"{deployment.env['SIFT_RENDER_SOCKET']}.browser")
@@ -70,12 +71,12 @@ def test_the_line_starts_its_browser_for_a_render_closes_it_when_idle_and_runs_o
     assert not mark.exists()
 
     # A render on its way (its page still downloading) has the browser started meanwhile.
-    render_process.start_soon()
+    server_process.start_soon()
     wait_for(mark.exists, what="the browser to start before the render comes")
     assert _under(pid)
     again = _render(client, pages)
     assert again.status_code == 200, again.content
-    assert render_process.running_pids() == {pid}
+    assert server_process.running_pids() == {pid}
 
     browser = _under(pid)
     deployment.processes["render"].send_signal(signal.SIGTERM)
@@ -101,20 +102,20 @@ def test_a_render_past_its_deadline_kills_the_lines_browser_not_the_line(agent, 
     after = _render(client, pages)
     assert after.status_code == 200, after.content
     assert ARTICLE_TEXT in after.json()["content"]
-    assert render_process.running_pids() == {pid}
+    assert server_process.running_pids() == {pid}
     assert time.monotonic() - started < settings.SIFT_RENDER_TIMEOUT + 15
 
 
 def test_the_line_replaces_a_render_process_started_on_demand(agent, pages, deployment):
     _, client = agent
     assert _render(client, pages).status_code == 200
-    (on_demand,) = render_process.running_pids()
+    (on_demand,) = server_process.running_pids()
     tree = proctree.tree_pids(on_demand)
 
     pid = deployment.start_render_line()
     wait_for(lambda: not any(proctree.alive(member) for member in tree), what="the earlier process to end")
     assert _render(client, pages).status_code == 200
-    assert render_process.running_pids() == {pid}
+    assert server_process.running_pids() == {pid}
 
 
 def test_a_line_started_beside_a_running_one_takes_its_place_and_none_is_left(agent, pages, deployment):
@@ -128,7 +129,7 @@ def test_a_line_started_beside_a_running_one_takes_its_place_and_none_is_left(ag
     new = deployment.start_render_line()
     wait_for(lambda: not any(proctree.alive(member) for member in tree), what="the old line to end")
     assert _render(client, pages).status_code == 200
-    assert render_process.running_pids() == {new}
+    assert server_process.running_pids() == {new}
 
 
 def test_without_a_browser_the_line_waits_and_starts_nothing(deployment):
@@ -138,4 +139,4 @@ def test_without_a_browser_the_line_waits_and_starts_nothing(deployment):
     wait_for(lambda: comm.read_text().strip() == "sleep", what="the line to wait")
     time.sleep(1)
     assert process.poll() is None  # a process manager would stop every line were this one to end
-    assert render_process.listening_pid() is None
+    assert server_process.listening_pid() is None

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from django.core.checks import run_checks
 
-from fetch import proctree, render_process
+from fetch.render import server_process
+from fetch.sandbox import proctree
 
 from .browsers import BROWSER_TESTS, Listener
 from .deployment import Deployment
@@ -58,7 +59,7 @@ def test_nothing_the_browser_or_its_page_sends_reaches_the_proxy_port_or_another
     agent, httpserver, settings, listeners, mode
 ):
     _, client = agent
-    if mode == "namespace" and not render_process.namespace_possible():
+    if mode == "namespace" and not server_process.namespace_possible():
         pytest.skip("this platform gives an unprivileged process no network namespace")
     settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network("127.0.0.1/32"),)
     settings.SIFT_RENDER_NAMESPACE = mode == "namespace"
@@ -66,18 +67,18 @@ def test_nothing_the_browser_or_its_page_sends_reaches_the_proxy_port_or_another
     httpserver.expect_request("/escape").respond_with_data(
         _page(f"127.0.0.2:{elsewhere.port}"), content_type="text/html"
     )
-    render_process.stop_server()  # the next render starts a render process in this mode
+    server_process.stop_server()  # the next render starts a render process in this mode
     try:
         response = client.get("/v1/fetch", url=httpserver.url_for("/escape"), render="true")
-        (pid,) = render_process.running_pids()
+        (pid,) = server_process.running_pids()
         interfaces = {
             line.split(":")[0].strip() for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
         }
         time.sleep(1.5)  # anything the browser sent late would have arrived by now
     finally:
-        render_process.stop_server()
+        server_process.stop_server()
 
-    assert render_process.network_mode() == mode
+    assert server_process.network_mode() == mode
     (shown,) = [m for m in run_checks() if m.id == "sift.I001"]
     assert ("namespace of its own" in shown.msg) is (mode == "namespace")
     assert f"({settings.SIFT_RENDER_CHROMIUM})" in shown.msg  # which browser renders
@@ -102,7 +103,7 @@ def _render_family() -> set[int]:
     """The render process's tree, and in the namespace mode every process of its namespace
     (Chromium's crash handler leaves the tree for init)."""
     family: set[int] = set()
-    for pid in render_process.running_pids():
+    for pid in server_process.running_pids():
         family |= proctree.tree_pids(pid)
         try:
             namespace = os.readlink(f"/proc/{pid}/ns/net")
@@ -123,9 +124,9 @@ def _settled_tree(timeout: float = 10) -> tuple[int, int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and (len(counts) < 5 or len(set(counts[-5:])) > 1):
         time.sleep(0.1)
-        (pid,) = render_process.running_pids()
+        (pid,) = server_process.running_pids()
         counts.append(len(proctree.tree_pids(pid)))
-    (pid,) = render_process.running_pids()
+    (pid,) = server_process.running_pids()
     return counts[-1], proctree.tree_pss(pid)
 
 
@@ -148,7 +149,7 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(
         seen.update(_render_family())
         return response.status_code
 
-    render_process.stop_server()
+    server_process.stop_server()
     deployment = Deployment(tmp_path, {})
     if line:
         deployment.start_render_line()
@@ -156,7 +157,7 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(
         assert rendered("/page", 0) == 200
         first = _settled_tree()  # its tab closed and the spare context made after it
         outcomes = [rendered("/spin", 1), rendered("/page", 2)]
-        for pid in render_process.running_pids():
+        for pid in server_process.running_pids():
             for member in proctree.tree_pids(pid):
                 if "chromium" in Path(f"/proc/{member}/comm").read_text():
                     os.kill(member, 9)
@@ -164,7 +165,7 @@ def test_timeouts_and_crashes_leave_no_process_and_no_memory_behind(
         outcomes += [rendered("/page", 4), rendered("/page", 5), rendered("/page", 6)]
         last = _settled_tree()
     finally:
-        render_process.stop_server()
+        server_process.stop_server()
         deployment.stop_all()
     time.sleep(1)
     left = {pid for pid in seen if proctree.alive(pid)}

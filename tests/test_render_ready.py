@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from werkzeug import Request, Response
 
-from fetch import proctree, render_process
+from fetch.render import server_process
+from fetch.sandbox import proctree
 
 from .browsers import BROWSER_TESTS
 from .test_render import ONLY_127_0_0_1
@@ -23,7 +24,7 @@ pytestmark = BROWSER_TESTS
 @pytest.fixture(autouse=True, scope="module")
 def render_process_stopped_after_the_module():
     yield
-    render_process.stop_server()
+    server_process.stop_server()
 
 
 @pytest.fixture

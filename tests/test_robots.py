@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from batch import jobs
-from batch.api.validation import validate_targets
 from batch.models import BatchJob
+from doors.validation import validate_targets
 from fetch.models import CachedDocument
 
 from .deployment import Deployment, wait_for

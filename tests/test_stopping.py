@@ -1,4 +1,4 @@
-"""Parent-death signals (``batch/stopping.py``), in forked processes of this test."""
+"""Parent-death signals (``batch/engine/stopping.py``), in forked processes of this test."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import signal
 import time
 
-from batch import stopping
+from batch.engine import stopping
 
 
 def _exit_status(child: int) -> int:

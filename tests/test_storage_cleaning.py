@@ -21,9 +21,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from batch import jobs, storable, worker
-from batch.api.validation import validate_targets
+from batch import jobs
+from batch.engine import storable, worker
 from batch.models import BatchJob, BatchTarget, WorkerSlot
+from doors.validation import validate_targets
 from fetch.outcomes import Outcome
 from fetch.targets import Target
 

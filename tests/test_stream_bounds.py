@@ -1,6 +1,6 @@
 """The event stream bounds hold for the whole deployment: two web servers (each the Procfile's web
 line, two uvicorn worker processes) on one database, real HTTP (docs/api.md, "Events";
-``batch/stream_bounds.py``). The bounds' own rules, in process: tests/test_api_events.py."""
+``doors/stream_bounds.py``). The bounds' own rules, in process: tests/test_api_events.py."""
 
 from __future__ import annotations
 

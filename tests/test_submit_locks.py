@@ -18,9 +18,9 @@ from django.db import connection, transaction
 from django.db.models import Model
 
 from batch import jobs
-from batch.api.validation import validate_targets
 from batch.errors import Refused
 from batch.models import ApiKey, BatchJob, SubmitLock
+from doors.validation import validate_targets
 
 URL = "https://example.org/"
 

@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from batch import jobs, retention
-from batch.api.validation import validate_targets
 from batch.models import BatchJob, BatchTarget
+from doors.validation import validate_targets
 
 from .factories import make_job, submit
 
@@ -148,7 +148,7 @@ def keep_three(settings, monkeypatch, tmp_path):
 
 
 def _finish_one_job_through_the_worker(caller, url: str) -> BatchJob:
-    from batch import worker
+    from batch.engine import worker
 
     from . import fetchers
 

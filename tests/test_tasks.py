@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.utils import timezone
 from django_q.models import OrmQ, Schedule
 
-from batch import tasks, wakeups
+from batch.engine import tasks, wakeups
 from batch.models import BatchJob
 
 from .factories import submit
@@ -15,7 +15,7 @@ from .factories import submit
 
 def test_migrations_schedule_sweep_evict_and_a_drain_safety_net(db):
     schedules = dict(Schedule.objects.values_list("func", "minutes"))
-    assert schedules == {"batch.tasks.sweep_and_evict": 5, "batch.tasks.wake_stranded_work": 1}
+    assert schedules == {"batch.engine.tasks.sweep_and_evict": 5, "batch.engine.tasks.wake_stranded_work": 1}
     assert set(Schedule.objects.values_list("repeats", flat=True)) == {-1}
 
 

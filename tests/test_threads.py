@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from batch import fetching
 from batch.threads import ThreadShares
+from doors import direct
 
 from .factories import LOOPBACK
 
@@ -38,7 +38,7 @@ def test_a_fetch_over_the_callers_share_answers_busy_at_once_and_others_are_serv
     _, other_client = make_caller("other")
     httpserver.expect_request("/page").respond_with_data("plain words", content_type="text/plain")
     url = httpserver.url_for("/page")
-    with fetching.FETCHES.share(busy_caller.pk), fetching.FETCHES.share(busy_caller.pk):
+    with direct.FETCHES.share(busy_caller.pk), direct.FETCHES.share(busy_caller.pk):
         refused = busy_client.get("/v1/fetch", url=url, mode="raw")
         served = other_client.get("/v1/fetch", url=url, mode="raw")
     assert refused.status_code == 429

@@ -10,7 +10,8 @@ from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
-from batch import heartbeat, jobs, tasks, wakeups
+from batch import jobs
+from batch.engine import heartbeat, tasks, wakeups
 from batch.models import BatchJob
 
 from . import fetchers
@@ -57,7 +58,7 @@ def test_drains_already_waiting_are_not_queued_again(stranded_work, two_workers)
 
 
 def test_only_waiting_drains_count_so_running_ones_about_to_end_never_strand_work(stranded_work, two_workers):
-    async_task("batch.tasks.sweep_and_evict")  # not a drain: never counted
+    async_task("batch.engine.tasks.sweep_and_evict")  # not a drain: never counted
     async_task(wakeups.DRAIN_TASK)
     _take_queued_tasks()  # the drain runs, and may be about to end
     assert wakeups.waiting_drains() == 0

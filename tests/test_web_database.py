@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import OperationalError, connection
 
-from batch.api import batches
+from doors.rest import batches
 
 from .deployment import ROOT, Deployment
 from .deployment import test_database_url as database_url

@@ -24,7 +24,8 @@ from django.urls import reverse
 from django.utils import timezone
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from batch import webhooks, worker
+from batch import webhooks
+from batch.engine import worker
 from batch.models import ApiKey, BatchJob, WebhookAttempt, WebhookDelivery
 
 from . import fetchers

@@ -11,7 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from batch import jobs, wakeups, worker
+from batch import jobs
+from batch.engine import wakeups, worker
 from batch.models import BatchJob, BatchTarget, WorkerSlot
 from fetch.targets import Target
 

@@ -10,9 +10,10 @@ import pytest
 from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
-from batch import jobs, stopping, worker
-from batch.api.validation import validate_targets
+from batch import jobs
+from batch.engine import stopping, worker
 from batch.models import BatchJob, BatchTarget, WorkerSlot
+from doors.validation import validate_targets
 from fetch.targets import Target
 
 from . import fetchers

@@ -2,10 +2,10 @@ from django.db import migrations
 
 SCHEDULES = [
     # Sweep and evict on a schedule, besides on every submit and stored result.
-    ("sift: sweep and evict", "batch.tasks.sweep_and_evict", 5),
-    # A safety net (batch/wakeups.py): drains are queued on every submit and when a worker process
+    ("sift: sweep and evict", "batch.engine.tasks.sweep_and_evict", 5),
+    # A safety net (batch/engine/wakeups.py): drains are queued on every submit and when a worker process
     # starts; this one queues them for work stranded any other way, such as a lost task.
-    ("sift: wake stranded work", "batch.tasks.wake_stranded_work", 1),
+    ("sift: wake stranded work", "batch.engine.tasks.wake_stranded_work", 1),
 ]
 
 

@@ -72,7 +72,7 @@ class ClusterHeartbeat(models.Model):
 
 class EventStream(models.Model):
     """An open event stream (``GET /v1/batch/{id}/events``): the stream bounds count these rows,
-    so they hold for the whole deployment (``batch/stream_bounds.py``). Its web process renews
+    so they hold for the whole deployment (``doors/stream_bounds.py``). Its web process renews
     ``lease_until`` while the stream is open and deletes the row when it ends; a row whose lease
     ran out was left by a process that died, and no longer counts."""
 

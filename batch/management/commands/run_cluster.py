@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from batch.supervisor import Supervisor
+from batch.engine.supervisor import Supervisor
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from fetch import render, render_process
+from fetch.render import renderer, server_process
 
 
 class Command(BaseCommand):
@@ -16,9 +16,9 @@ class Command(BaseCommand):
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not render.available():
+        if not renderer.available():
             # A process manager stops every line when one ends: with no browser this line waits.
             self.stdout.write("no Chromium: render: true answers 415; this line only waits", ending="\n")
             self.stdout.flush()
             os.execvp("sleep", ["sleep", "infinity"])  # noqa: S606, S607 — coreutils' sleep, no input
-        render_process.run_line()
+        server_process.run_line()

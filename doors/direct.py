@@ -1,0 +1,60 @@
+"""What is answered at once, without a job: one target fetched (``/v1/fetch``, MCP ``fetch``) or
+one site mapped (``/v1/map``, MCP ``map``) for a caller.
+
+No job is stored; the caller's share of this process's request threads is the only state. A map
+holds its request thread for up to ``SIFT_MAP_TIMEOUT``, so it takes one of the caller's fetch
+shares (``SIFT_FETCH_PER_CALLER``), as a fetch does: maps and fetches in flight per caller are
+bounded together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.conf import settings
+
+from batch.models import ApiKey
+from batch.threads import ThreadShares
+from fetch import cache, pipeline
+from fetch.discovery import site_urls
+from fetch.discovery.map_options import MapRequest
+from fetch.errors import FetchError
+from fetch.outcomes import Outcome, RetryAfter
+from fetch.targets import Target
+
+# Each caller's fetches in flight in this process, at most SIFT_FETCH_PER_CALLER.
+FETCHES = ThreadShares(lambda: settings.SIFT_FETCH_PER_CALLER, lambda: None)
+
+
+def fetch_for(caller: ApiKey, target: Target) -> dict[str, Any]:
+    """Fetch a validated ``target`` through the pipeline, in the caller's cache partition.
+
+    A fetch may hold its request thread for the gate wait and the whole deadline, so a caller
+    has only ``SIFT_FETCH_PER_CALLER`` of them in flight per process; one more answers busy.
+    """
+    hint = "Wait for one of them to answer, or send many URLs as one batch (POST /v1/batch)."
+    with fetch_share(caller, hint=hint) as partition:
+        return pipeline.fetch(target, partition=partition, caller=caller.name)
+
+
+@contextmanager
+def fetch_share(caller: ApiKey, *, hint: str) -> Iterator[str]:
+    """One of the caller's fetch shares in this process (fetches and maps count alike), held
+    while the block runs; it gives the caller's cache partition. Without a share: busy."""
+    with FETCHES.share(caller.pk) as granted:
+        if not granted:
+            raise FetchError(
+                Outcome.BUSY,
+                f"you already have {settings.SIFT_FETCH_PER_CALLER} fetches or maps in flight here",
+                hint,
+                retry_after=RetryAfter.FETCH,
+            )
+        yield cache.partition_for(caller.name, caller.caller_class)
+
+
+def map_for(caller: ApiKey, request: MapRequest) -> dict[str, Any]:
+    """Map ``request.url``'s site in the caller's cache partition, within its fetch shares."""
+    with fetch_share(caller, hint="Wait for one of them to answer, then map again.") as partition:
+        return site_urls.map_site(request, partition=partition)

@@ -1,0 +1,183 @@
+"""What each MCP tool takes: its description and its input schema, built each time they are asked.
+
+The fetch tool's arguments are a target's URL and options as ``fetch.options`` defines them, and
+batch_submit's targets are the very schema of ``POST /v1/batch``. Descriptions name the limits the
+settings set (targets per job, live jobs and fetches in flight per caller), never a retyped number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from batch.models import JOB_ID_PATTERN, MAX_DB_INT
+from doors.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
+from doors.rest.schemas import targets_schema
+from fetch.discovery.map_options import map_option_schemas
+from fetch.limits import MAX_URL_CHARS
+from fetch.options import option_schemas, url_schema
+
+JOB_ID_PROPERTY = {
+    "type": "string",
+    "pattern": JOB_ID_PATTERN,
+    "description": "The job id batch_submit answered: 32 lower-case hex digits.",
+}
+
+
+def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+def fetch_description() -> str:
+    return (
+        "Read one web page, PDF or JSON document now and get it back ready to read: the main "
+        "text of an HTML page as Markdown (boilerplate removed), chosen PDF pages, a jq view of "
+        "JSON, only the lines matching grep, or only the passages answering a question. The "
+        "first text block is the metadata (final URL, title, upstream status, cache: where it "
+        "came from, miss, hit, revalidated or stale, and its age in seconds; ask max_age for a "
+        "fresher copy); the second is the content. A long document comes in "
+        "slices of at most max_chars characters: send next_cursor back as cursor for the next "
+        "one. With grep or question, spans give each match's offsets into the whole text, whose "
+        "version is content_sha256: fetch with offset and version to read from one. A refusal "
+        "(blocked address, site error, timeout, document_changed) is an error result with a code "
+        "and a hint saying what to do next. At most "
+        f"{settings.SIFT_FETCH_PER_CALLER} of your fetches run at once here; one more answers busy. "
+        "For many URLs at once use batch_submit."
+    )
+
+
+def fetch_arguments() -> dict[str, Any]:
+    """A target's URL and, beside it, its options (a null is "not given")."""
+    return _object({"url": url_schema(), **option_schemas()}, ("url",))
+
+
+def map_description() -> str:
+    per_job = settings.SIFT_BATCH_TARGETS_PER_JOB
+    return (
+        "List the pages of a web site, to read many of them: give the site's URL (or a page of it, "
+        "or a sitemap itself) and get back its URLs, from the sitemaps its robots.txt names (else "
+        "/sitemap.xml), each with lastmod when the sitemap gives it; links: true adds the links of "
+        "the given page (only that page). Only the site's own host unless subdomains: true; narrow "
+        "with include and exclude (RE2 on the path, e.g. '^/docs/'), rank with search (words the "
+        "URL or its sitemap entry holds, best first), and cap with limit. When truncated is true, "
+        "more URLs existed: truncated_reasons says why (narrow with include or search, or raise "
+        "limit). To go on, pick the URLs you need and read them with batch_submit, at most "
+        f"{per_job} per job (then batch_get with wait), or one at a time with fetch. An empty map "
+        "carries a hint: try links: true, or fetch the page and follow its links."
+    )
+
+
+def map_arguments() -> dict[str, Any]:
+    """The site's URL and, beside it, the map's options (a null is "not given")."""
+    return _object({"url": url_schema(), **map_option_schemas()}, ("url",))
+
+
+def submit_description() -> str:
+    jobs = settings.SIFT_BATCH_JOBS_PER_CALLER
+    if jobs == 1:
+        cap = (
+            "You may hold only one live job at a time: if refused with caller_busy, wait for your "
+            "job with batch_get or cancel it with batch_cancel."
+        )
+    else:
+        cap = (
+            f"You may hold {jobs} live jobs at a time: if refused with caller_busy, wait for one "
+            "with batch_get or cancel one with batch_cancel."
+        )
+    return (
+        f"Queue up to {settings.SIFT_BATCH_TARGETS_PER_JOB} URLs to be read in the background, when "
+        "you need many documents. Each target is a URL string, or {url, options} with the options of "
+        "fetch. Answers the job (its id and status) at once; then call batch_get with the id and wait "
+        "to collect the results. Submitting the same targets again while that job lives answers the "
+        f"same job (reused: true). {cap}"
+    )
+
+
+def submit_arguments() -> dict[str, Any]:
+    """The body of ``POST /v1/batch``, with the Idempotency-Key header as an argument."""
+    return _object(
+        {
+            "targets": targets_schema(),
+            "idempotency_key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_KEY_LENGTH,
+                "description": (
+                    "Optional: a value you choose once for this request (e.g. a UUID), to retry it "
+                    "safely: sent again with the same targets it answers the same job, whatever its "
+                    "status; with other targets it is refused idempotency_key_reused."
+                ),
+            },
+            "callback_url": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_URL_CHARS,
+                "description": (
+                    "Optional: when the job finishes, its summary is POSTed to this URL, signed "
+                    "with your key's webhook secret (Standard Webhooks). It must pass the same "
+                    "checks as a fetch."
+                ),
+            },
+        },
+        ("targets",),
+    )
+
+
+def get_description() -> str:
+    return (
+        "A batch job with each target's status and result (the content and the same metadata "
+        "as fetch) or error, outcome and hint. wait holds the call until the job has finished "
+        "or that many seconds have passed; content: false leaves the documents' text out, to "
+        "check progress cheaply."
+    )
+
+
+def get_arguments() -> dict[str, Any]:
+    return _object(
+        {
+            "id": JOB_ID_PROPERTY,
+            "wait": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 60,
+                "default": 0,
+                "description": "Seconds to wait for the job to finish, 0 to 60.",
+            },
+            "content": {
+                "type": "boolean",
+                "default": True,
+                "description": "false: leave each result's content out, keep its metadata.",
+            },
+        },
+        ("id",),
+    )
+
+
+def cancel_description() -> str:
+    return (
+        "Cancel one of your live batch jobs: targets not started yet never start, results "
+        "already stored stay readable. A job that has already finished answers already_finished."
+    )
+
+
+def cancel_arguments() -> dict[str, Any]:
+    return _object({"id": JOB_ID_PROPERTY}, ("id",))
+
+
+def list_description() -> str:
+    return "Your batch jobs, newest first, without their results (use batch_get for those)."
+
+
+def list_arguments() -> dict[str, Any]:
+    return _object(
+        {
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+            "offset": {"type": "integer", "minimum": 0, "maximum": MAX_DB_INT, "default": 0},
+        }
+    )

@@ -1,0 +1,305 @@
+"""``/mcp``: the official MCP SDK's Streamable HTTP server, stateless with JSON responses,
+behind the REST API's bearer keys.
+
+The SDK serves both protocol eras from one endpoint: the ``initialize`` handshake that most
+deployed clients speak, and the per-request revision with ``server/discover`` that the SDK 2.x
+client negotiates first. Tool calls run the blocking service functions in worker threads, so a
+slow fetch or a ``batch_get`` wait never holds up the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from functools import cache
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from django.conf import settings
+from django.db import close_old_connections
+from django.http.request import split_domain_port, validate_host
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from batch.errors import Refusal, Refused
+from batch.models import ApiKey
+from doors.auth import caller_for_key
+from doors.errors import refusal_body
+from doors.mcp import progress, tasks, tools
+from fetch.outcomes import RetryAfter
+
+PATH = "/mcp"
+# The ASGI scope key the key gate leaves the authenticated caller under, for the tools.
+CALLER = "sift.caller"
+# Tool calls in flight at once, each in its own thread with its own database connection: as many
+# as the web process serves (2 gunicorn workers x 8 threads).
+THREADS = 16
+INSTRUCTIONS = (
+    "sift reads the web for you. Use fetch for one URL now; batch_submit then batch_get (with wait) "
+    "for many. Errors are results with a code and a hint that says what to do next."
+)
+
+
+@cache
+def _limiter() -> anyio.CapacityLimiter:
+    # Made on first use, inside the running event loop.
+    return anyio.CapacityLimiter(THREADS)
+
+
+async def in_thread(function: Any, *args: Any) -> Any:
+    return await anyio.to_thread.run_sync(function, *args, limiter=_limiter())
+
+
+def _listed() -> list[types.Tool]:
+    # Made for each list, so that descriptions and input schemas follow the settings.
+    return [tool.as_mcp() for tool in tools.TOOLS.values()]
+
+
+async def list_tools(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=_listed())
+
+
+def input_schema(name: str) -> dict[str, Any] | None:
+    # The SDK checks Mcp-Param-* headers against this on each call of the per-request era;
+    # without it, it would run the tools/list handler for every tools/call.
+    tool = tools.TOOLS.get(name)
+    return tool.input_schema if tool is not None else None
+
+
+async def call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    tool = tools.TOOLS.get(params.name)
+    if tool is None:
+        # Asking for a tool that was never listed is protocol misuse, not a tool's refusal.
+        raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; see tools/list")
+    caller: ApiKey = ctx.request.scope[CALLER]  # type: ignore[union-attr]
+    arguments = params.arguments or {}
+    if tool.name == "batch_get" and progress.wants_progress(ctx):
+        arguments = await progress.wait_reporting(ctx, caller, tool, arguments)
+    outcome = await in_thread(tools.call, tool, caller, arguments)
+    return tools.as_result(tool, outcome)
+
+
+def build_server() -> Server[Any]:
+    server: Server[Any] = Server(
+        "sift",
+        version="1",
+        title="sift",
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    # The per-request era's server/discover advertises the tasks extension; the middleware serves it.
+    server.extensions[tasks.EXTENSION] = {}
+    server.middleware.append(tasks.TaskMiddleware(in_thread, CALLER))
+    return server
+
+
+def _streamable(*, json_response: bool) -> Starlette:
+    return build_server().streamable_http_app(
+        streamable_http_path=PATH,
+        json_response=json_response,
+        stateless_http=True,
+        # The key gate refuses larger bodies first, with the error envelope.
+        max_request_body_size=settings.SIFT_MAX_REQUEST_BYTES,
+        # The key gate checks Host against ALLOWED_HOSTS, as Django does for the web process.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+
+def application() -> ASGIApp:
+    """The ASGI application of the Procfile's ``mcp`` process (``sift_site/mcp_asgi.py``).
+
+    Answers are JSON, except for a request that asks for progress (a ``progressToken``) from a
+    client that accepts an event stream: the SDK drops notifications from JSON answers, so that
+    request is served by the same server answering as an event stream."""
+    return KeyGate(_streamable(json_response=True), _streamable(json_response=False))
+
+
+def asks_for_progress(scope: Scope, body: bytes) -> bool:
+    """A request whose ``params._meta`` carries a ``progressToken``, from a client that takes streams."""
+    if "text/event-stream" not in Headers(scope=scope).get("accept", ""):
+        return False
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
+
+
+class InFlight:
+    """Requests being served, at most ``SIFT_MCP_PER_CALLER`` per caller and ``SIFT_MCP_TOTAL`` in all.
+
+    Counted on the event loop, which runs one coroutine at a time between awaits; ``hold`` never
+    awaits between its check and its count, so it needs no lock. The count is per process, like
+    the threads and sockets it protects.
+    """
+
+    def __init__(self) -> None:
+        self._held: Counter[int] = Counter()
+
+    @contextmanager
+    def hold(self, caller_id: int) -> Iterator[None]:
+        """Count one request of ``caller_id`` until exit, or raise ``Refused`` busy at once."""
+        if self._held[caller_id] >= settings.SIFT_MCP_PER_CALLER:
+            raise Refused(
+                Refusal.CALLER_BUSY,
+                f"you already have {settings.SIFT_MCP_PER_CALLER} MCP requests in flight here",
+                "Wait for one of them to answer, or send many URLs as one batch (batch_submit).",
+                retry_after=RetryAfter.FETCH,
+            )
+        if self._held.total() >= settings.SIFT_MCP_TOTAL:
+            raise Refused(
+                Refusal.SERVER_BUSY,
+                "the MCP server is serving as many requests as it may",
+                "Send the request again after Retry-After seconds.",
+                retry_after=RetryAfter.FETCH,
+            )
+        self._held[caller_id] += 1
+        try:
+            yield
+        finally:
+            self._held[caller_id] -= 1
+            if not self._held[caller_id]:
+                del self._held[caller_id]
+
+
+class KeyGate:
+    """Only ``/mcp``, only a host in ALLOWED_HOSTS, only with a caller's bearer key, only POST,
+    only so many at once, only bodies up to ``SIFT_MAX_REQUEST_BYTES`` (docs/mcp.md).
+
+    Refusals are the REST API's error envelope with its statuses: 404, 400, 401, 403, 405, 429,
+    503 and 413, in the order checked. A request holds its place in ``in_flight`` until the SDK
+    has answered it whole, however it ends.
+    """
+
+    def __init__(self, app: Starlette, streaming: Starlette) -> None:
+        self.app = app
+        self.streaming = streaming
+        self.in_flight = InFlight()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":  # start (and stop) both apps' SDK session managers
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        try:
+            caller = await self._admit(scope)
+            with self.in_flight.hold(caller.pk):
+                body = await _request_body(scope, receive)
+                if body is not None:  # None: the client went away while sending it
+                    app = self.streaming if asks_for_progress(scope, body) else self.app
+                    await app({**scope, CALLER: caller}, _replay(body, receive), send)
+        except Refused as exc:
+            # Raised only before the SDK is called, so nothing has been sent yet.
+            await _refuse(exc, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        await receive()  # lifespan.startup
+        async with AsyncExitStack() as running:
+            for app in (self.app, self.streaming):
+                await running.enter_async_context(app.router.lifespan_context(app))
+            await send({"type": "lifespan.startup.complete"})
+            await receive()  # lifespan.shutdown
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _admit(self, scope: Scope) -> ApiKey:
+        if scope["path"].rstrip("/") != PATH:
+            raise Refused(Refusal.NOT_FOUND, "no such path", f"The MCP endpoint is {PATH}.")
+        headers = Headers(scope=scope)
+        domain, _ = split_domain_port(headers.get("host", ""))
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            raise Refused(
+                Refusal.INVALID_REQUEST, "this host is not served here", "Use a host in ALLOWED_HOSTS."
+            )
+        scheme, _, raw_key = headers.get("authorization", "").partition(" ")
+        caller = None
+        if scheme.lower() == "bearer" and raw_key.strip():
+            caller = await in_thread(_caller_for_key, raw_key.strip())
+        if caller is None:
+            raise Refused(
+                Refusal.UNAUTHORIZED, "missing or unknown API key", "Send Authorization: Bearer <your key>."
+            )
+        if scope["method"] != "POST":
+            # The SDK would open an endless event stream for a GET, even when stateless.
+            raise Refused(
+                Refusal.METHOD_NOT_ALLOWED,
+                f"{scope['method']} is not allowed on {PATH}",
+                "POST each JSON-RPC message; this server opens no event streams and keeps no sessions.",
+            )
+        return caller
+
+
+def _caller_for_key(raw_key: str) -> ApiKey | None:
+    close_old_connections()
+    try:
+        return caller_for_key(raw_key)
+    finally:
+        close_old_connections()
+
+
+async def _request_body(scope: Scope, receive: Receive) -> bytes | None:
+    """The whole request body, refused ``too_large`` past ``SIFT_MAX_REQUEST_BYTES`` as soon as
+    it is known to be (the declared length, else the bytes received); ``None`` on a disconnect."""
+    limit = settings.SIFT_MAX_REQUEST_BYTES
+    declared = Headers(scope=scope).get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if len(body) > limit:
+            raise _too_large(limit)
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _too_large(limit: int) -> Refused:
+    return Refused(
+        Refusal.TOO_LARGE,
+        f"the request body is larger than {limit} bytes",
+        "Send fewer or shorter targets per request.",
+    )
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for the SDK: the body already read, then whatever the client sends next (a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
+async def _refuse(exc: Refused, send: Send) -> None:
+    envelope = refusal_body(exc)
+    body = json.dumps(envelope).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if exc.code in (Refusal.UNAUTHORIZED, Refusal.FORBIDDEN):
+        headers.append((b"www-authenticate", b'Bearer realm="sift"'))
+    if exc.code == Refusal.METHOD_NOT_ALLOWED:
+        headers.append((b"allow", b"POST"))
+    if "retry_after" in envelope:
+        headers.append((b"retry-after", str(envelope["retry_after"]).encode()))
+    await send({"type": "http.response.start", "status": exc.http_status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

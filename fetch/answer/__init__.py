@@ -1,0 +1,1 @@
+"""What an answer carries of a document's text: grep lines and question passages, slices and cursors."""

@@ -1,0 +1,1 @@
+"""Politeness towards sites: each host's turn and robots.txt (docs/politeness.md)."""
