@@ -4,6 +4,8 @@
 Each worker starts one sandbox child (the limited processes that parse HTML, PDF and JSON) as
 soon as it has been forked, in a background thread, so that the first fetch a worker serves
 does not wait a second or more for a child to import its parsers; the others start on demand.
+That one stays when idle, so that the first fetch after a quiet period does not wait either; the
+others stop after ``SIFT_SANDBOX_IDLE`` without a parse (docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -227,6 +227,9 @@ SIFT_FETCH_ONLY_ALLOWED = env_bool("SIFT_FETCH_ONLY_ALLOWED", False)
 SIFT_FETCH_ALLOW_PORTS = env_ports("SIFT_FETCH_ALLOW_PORTS", "80,443,8080,8443")
 # The least time between two requests to one host, deployment-wide; 0 is off (docs/politeness.md).
 SIFT_FETCH_HOST_INTERVAL = env_duration("SIFT_FETCH_HOST_INTERVAL", "0s")
+# A sandbox child (the limited process that parses HTML, PDF and JSON) idle this long is stopped,
+# returning its memory; the one a web worker starts ahead of use stays (fetch/sandbox/pool.py).
+SIFT_SANDBOX_IDLE = env_duration("SIFT_SANDBOX_IDLE", "5m", positive=True)
 SIFT_CACHE_TTL = env_duration("SIFT_CACHE_TTL", "15m")
 SIFT_CACHE_MAX_BYTES = env_bytes("SIFT_CACHE_MAX_BYTES", "256MiB")
 # Rendering (docs/rendering.md): Debian's Chromium, renders at once deployment-wide, one render's

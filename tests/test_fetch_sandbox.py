@@ -257,6 +257,67 @@ def test_shutdown_stops_the_idle_children_of_this_process() -> None:
         pytest.fail("the child is still running after shutdown")
 
 
+def _ended(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _wait_until_ended(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while not _ended(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_child_idle_past_the_idle_period_is_stopped_and_the_next_parse_starts_another() -> None:
+    pool = Sandbox(children=2, idle_seconds=0.5)
+    try:
+        idle = ping(pool)
+
+        assert _wait_until_ended(idle)
+        assert pool.pids() == []
+        assert jq(pool, ".[1]") == "2"
+        assert ping(pool) not in (idle, 0)
+    finally:
+        pool.close()
+
+
+def test_a_child_taken_by_a_parse_is_not_stopped_while_the_parse_runs_past_the_idle_period() -> None:
+    pool = Sandbox(children=1, idle_seconds=0.2)
+    try:
+        ping(pool)  # the child is idle from now on, and due to stop 0.2 s later
+        # The next parse takes it at once and runs for a second or more: were it stopped
+        # under the parse, the parse would end in an error.
+        assert jq(pool, "[range(1e6)] | length", cpu=60, wall=60) == "1000000"
+    finally:
+        pool.close()
+
+
+def test_as_many_children_as_were_started_ahead_of_use_stay_when_idle() -> None:
+    pool = Sandbox(children=2, idle_seconds=0.5)
+    try:
+        pool.warm_up(1)
+        # Two children at once: the warm one and one started on demand.
+        replies = pool.run_shared("ping", {}, b"", cpu_seconds=5, wall_seconds=10, max_children=2, **LIMITS)
+        pids = {int(reply["pid"]) for reply, _ in replies}
+        assert len(pids) == 2
+
+        wait_until = time.monotonic() + 10
+        while not any(_ended(pid) for pid in pids) and time.monotonic() < wait_until:
+            time.sleep(0.05)
+        (kept,) = pool.pids()
+        assert kept in pids
+        time.sleep(1.5)  # three idle periods more
+        assert ping(pool) == kept
+    finally:
+        pool.close()
+
+
 def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_or_the_rest_of_sift() -> None:
     child = Path(sandbox_module.__file__).with_name("child.py")
     script = (

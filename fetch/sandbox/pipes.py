@@ -56,6 +56,7 @@ class Child:
         os.set_blocking(self._in, False)
         os.set_blocking(self._out, False)
         self.requests = 0
+        self.idle_since = 0.0  # time.monotonic() when it last went idle
 
     @property
     def alive(self) -> bool:

@@ -16,8 +16,10 @@ allocation fails, and the kernel's OOM killer sends SIGKILL), ``internal`` for a
 One ``Sandbox`` per process, shared by its threads. Its children start on demand, one for each
 request that finds none idle, up to ``SANDBOX_CHILDREN``, except the one a web worker starts as
 it starts (``sift_site/gunicorn_hooks.py``), so that its first fetch does not wait for a child.
-A process forked from one that already had children (gunicorn with ``--preload``, django-q2
-workers) starts with none of its own. One child and its pipes: ``pipes.py``.
+A child idle for ``SIFT_SANDBOX_IDLE`` is stopped, returning its memory, except those started
+ahead of use (``warm_up``): they stay for the next quiet period's first fetch. A process forked
+from one that already had children (gunicorn with ``--preload``, django-q2 workers) starts with
+none of its own. One child and its pipes: ``pipes.py``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from django.conf import settings
 
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome, RetryAfter
@@ -84,13 +88,21 @@ def _clamped(cpu_seconds: float, wall_seconds: float) -> tuple[float, float]:
 class Sandbox:
     """A pool of up to ``children`` warm children, shared by the threads of one process."""
 
-    def __init__(self, children: int = SANDBOX_CHILDREN, memory_bytes: int = SANDBOX_MEMORY_BYTES) -> None:
+    def __init__(
+        self,
+        children: int = SANDBOX_CHILDREN,
+        memory_bytes: int = SANDBOX_MEMORY_BYTES,
+        idle_seconds: float | None = None,
+    ) -> None:
         self.size = children
         self.memory_bytes = memory_bytes
+        self.idle_seconds = settings.SIFT_SANDBOX_IDLE if idle_seconds is None else idle_seconds
+        self.kept_warm = 0  # children never stopped for idleness (``warm_up``)
         self._cond = threading.Condition()
-        self._idle: list[Child] = []
+        self._idle: list[Child] = []  # oldest idle first: released ones are appended
         self._children: set[Child] = set()
         self._live = 0
+        self._idle_watch: threading.Thread | None = None
 
     def run(
         self,
@@ -280,7 +292,13 @@ class Sandbox:
         keep = child is not None and reusable and child.requests < SANDBOX_REQUESTS_PER_CHILD
         with self._cond:
             if child is not None and keep:
+                child.idle_since = time.monotonic()
                 self._idle.append(child)
+                if self._idle_watch is None:
+                    self._idle_watch = threading.Thread(
+                        target=self._stop_idle_children, name="sandbox-idle", daemon=True
+                    )
+                    self._idle_watch.start()
             else:
                 self._live -= 1
                 if child is not None:
@@ -289,14 +307,39 @@ class Sandbox:
         if child is not None and not keep:
             child.stop()
 
+    def _stop_idle_children(self) -> None:
+        """Stop the children idle for ``idle_seconds``, oldest first, all but ``kept_warm``; end
+        when none is left that could be (the next release starts this again). A child leaves the
+        idle list under the pool's lock before it is stopped, and a parse takes one only from that
+        list under the same lock: a child is either taken or stopped, never both."""
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                spare = self._idle[: max(0, len(self._children) - self.kept_warm)]
+                expired = [child for child in spare if now - child.idle_since >= self.idle_seconds]
+                del self._idle[: len(expired)]
+                self._live -= len(expired)
+                self._children.difference_update(expired)
+                later = spare[len(expired) :]
+                if not later:
+                    self._idle_watch = None
+            for child in expired:
+                child.stop()
+            if not later:
+                return
+            time.sleep(max(0.0, later[0].idle_since + self.idle_seconds - time.monotonic()))
+
     def pids(self) -> list[int]:
         """Process ids of this pool's children (for benchmarks that read their CPU time)."""
         with self._cond:
             return sorted(child.proc.pid for child in self._children)
 
     def warm_up(self, children: int | None = None) -> None:
-        """Start ``children`` children (all by default) now rather than on first use."""
+        """Start ``children`` children (all by default) now rather than on first use; this many
+        stay when idle, so that a fetch after a quiet period does not wait for a child either."""
         count = min(children or self.size, self.size)
+        with self._cond:
+            self.kept_warm = max(self.kept_warm, count)
         started = [self._acquire(time.monotonic() + 30) for _ in range(count)]
         for child in started:
             self._release(child, reusable=True)
