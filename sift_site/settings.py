@@ -269,6 +269,7 @@ LOGGING = {
             "()": "django.utils.log.CallbackFilter",
             "callback": lambda record: getattr(record, "status_code", None) not in (429, 503),
         },
+        "path_only": {"()": "sift_site.access_log.PathOnly"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["not_back_pressure"]},
@@ -276,7 +277,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # These libraries name hosts and URLs, or chatter, in their messages; logs keep URLs out.
     "loggers": {
-        name: {"level": "ERROR"} for name in ("urllib3", "trafilatura", "htmldate", "courlan", "bm25s")
+        **{name: {"level": "ERROR"} for name in ("urllib3", "trafilatura", "htmldate", "courlan", "bm25s")},
+        # uvicorn's access lines, paths without query strings (sift_site/access_log.py). In the web
+        # process gunicorn's uvicorn worker then hands them to --access-logfile; in the mcp process
+        # they go on to uvicorn's own console handler.
+        "uvicorn.access": {"filters": ["path_only"], "propagate": True},
     },
 }
 
