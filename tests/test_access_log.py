@@ -23,8 +23,7 @@ def deployment(django_db_blocker, tmp_path) -> Iterator[Deployment]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_web_lines_access_log_prints_the_path_and_not_the_query_string(deployment, agent):
-    _, caller = agent
+def test_the_web_lines_access_log_prints_the_path_and_not_the_query_string(deployment):
     deployment.start_procfile_web()
 
     status, _, _ = deployment.request(f"/v1/fetch?url=https%3A%2F%2F{SECRET}.example%2F&max_age=0", "bad key")

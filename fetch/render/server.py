@@ -10,11 +10,14 @@ It listens on a Unix socket (``argv[1]``); each connection is one render, in a f
 made ahead of it (one spare). Every request the page makes is routed here and handed to the
 connection's client, which fetches it with sift's guarded client; the route handlers run
 concurrently (Playwright's async API), so a page's subrequests are asked for together. Started
-for a render, it launches the browser (``argv[3]``) at once, and after ``argv[2]`` seconds
-without a render it closes the browser and ends. As the render line (``argv[4]``: the starters'
-lock, released once it listens) it runs until SIGTERM or SIGINT, starts the browser for the first
-render and after ``argv[2]`` seconds without one closes it and Playwright's driver, returning
-their memory. Frames, both ways: a JSON line, then ``size`` raw bytes when it has a ``size``.
+for a render (``argv[4:]`` = ``for PID``, the starter's), it launches the browser (``argv[3]``)
+at once, and ends, browser and all, after ``argv[2]`` seconds without a render or once the
+processes it serves have all ended: its starter and every process that sent it a render or a
+start (known by the socket's peer credentials), so it stops with the deployment that used it.
+As the render line (``argv[4:]`` = ``line FD``: the starters' lock, released once it listens) it
+runs until SIGTERM or SIGINT, starts the browser for the first render and after ``argv[2]``
+seconds without one closes it and Playwright's driver, returning their memory.
+Frames, both ways: a JSON line, then ``size`` raw bytes when it has a ``size``.
 Server → client: ``{"pid", "line"}`` on connecting; ``{"started": true}`` once the browser and the
 page's context are ready; ``{"fetch": url, "id"}`` for each request of the page; last
 ``{"html": true, "size"}`` with the DOM as UTF-8, or ``{"failed": reason, "page_crashed": bool}``.
@@ -33,6 +36,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
+import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -72,6 +77,17 @@ SPARE_WAIT_SECONDS = 3.0  # how long a render waits for the spare tab before mak
 # caller's extraction of it; a render that comes sooner begins them at once.
 TIDY_SECONDS = 0.05
 CLOSE_SECONDS = 5.0  # a browser or driver slower to close is left to end with this process
+_PEER_CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
+
+
+def started_at(pid: int) -> str | None:
+    """When process ``pid`` started (its ``/proc`` start time), None if it has ended (a zombie
+    too): with the pid, it names one process even after its pid is given to another."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields[19]
 
 
 class Server:
@@ -86,6 +102,18 @@ class Server:
         self.tidying: asyncio.TimerHandle | None = None
         self.active = 0
         self.last_used = asyncio.get_running_loop().time()
+        self.users: dict[int, str] = {}  # started for a render: the processes it serves
+
+    def serves(self, pid: int) -> None:
+        """Count process ``pid`` among those this render process lives for (not the line)."""
+        started = None if self.line else started_at(pid)
+        if started is not None:
+            self.users[pid] = started
+
+    def users_gone(self) -> bool:
+        """Whether every process this render process served has ended (never for the line)."""
+        self.users = {pid: started for pid, started in self.users.items() if started_at(pid) == started}
+        return not self.line and not self.users
 
     async def browser_for(self, chromium: str) -> Browser:
         async with self.launching:
@@ -105,6 +133,12 @@ class Server:
             write_frame(writer, {"pid": os.getpid(), "line": self.line})
             await writer.drain()
             job, document = await read_frame(reader)
+            # Only a connection that asks for something counts its process: a probe for the pid
+            # (server_process.listening_pid) does not keep this process up.
+            peer = writer.get_extra_info("socket").getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, _PEER_CREDENTIALS.size
+            )
+            self.serves(_PEER_CREDENTIALS.unpack(peer)[0])
             if job.get("reset"):  # its browser and driver were killed (a render's stop): anew later
                 await self.close()
                 return
@@ -195,7 +229,8 @@ class Server:
                 self.finished.append(tab)
 
     async def run(self) -> None:
-        """Until a stop signal; or, started for a render, until it has been idle for its time."""
+        """Until a stop signal; or, started for a render, until it has been idle for its time or
+        the processes it served have all ended."""
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -203,6 +238,8 @@ class Server:
         while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), min(1.0, self.idle_seconds))
+            if self.active == 0 and self.users_gone():
+                return
             if self.active == 0 and loop.time() - self.last_used >= self.idle_seconds:
                 if not self.line:
                     return
@@ -224,8 +261,9 @@ class Server:
             self.browser = self.playwright = None
 
 
-async def main(path: str, idle_seconds: float, chromium: str, line_lock: int | None) -> None:
+async def main(path: str, idle_seconds: float, chromium: str, line_lock: int | None, starter: int) -> None:
     server = Server(idle_seconds, line=line_lock is not None, browser_mark=Path(f"{path}.browser"))
+    server.serves(starter)
     listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
     os.chmod(path, 0o600)
     if line_lock is not None:
@@ -243,5 +281,6 @@ async def main(path: str, idle_seconds: float, chromium: str, line_lock: int | N
 
 
 if __name__ == "__main__":
-    line_lock = int(sys.argv[4]) if len(sys.argv) > 4 else None
-    asyncio.run(main(sys.argv[1], float(sys.argv[2]), sys.argv[3], line_lock))
+    role, number = sys.argv[4], int(sys.argv[5])
+    line_lock, starter = (number, 0) if role == "line" else (None, number)
+    asyncio.run(main(sys.argv[1], float(sys.argv[2]), sys.argv[3], line_lock, starter))

@@ -5,7 +5,8 @@ run_render``, ``run_line``) keeps it for the deployment's life: Python and Playw
 once, and the browser is started by the first render and closed after ``SIFT_RENDER_IDLE``
 without one. Where no line runs it (tests, benchmarks, a deployment without the line), the first
 render that finds nothing on ``SIFT_RENDER_SOCKET`` starts one, which ends itself, browser and
-all, after ``SIFT_RENDER_IDLE``. Either way it runs with an environment of ``PATH`` (and Node's
+all, after ``SIFT_RENDER_IDLE`` or once every process that started it or rendered with it has
+ended (the deployment stopped). Either way it runs with an environment of ``PATH`` (and Node's
 compile cache) only and, where the platform allows, in a network namespace of its own; a file
 lock beside the socket makes two starters one.
 """
@@ -134,8 +135,8 @@ def _command(path: Path, line_lock: int | None = None) -> tuple[list[str], dict[
     mode = network_mode()
     idle = str(float(settings.SIFT_RENDER_IDLE))
     command = [sys.executable, "-I", str(SERVER), str(path), idle, settings.SIFT_RENDER_CHROMIUM]
-    if line_lock is not None:
-        command.append(str(line_lock))
+    # Started for a render, it lives for this process and those that render with it after.
+    command += ["for", str(os.getpid())] if line_lock is None else ["line", str(line_lock)]
     # Node keeps the driver's compiled code beside the socket: its next start is ~0.2 s shorter.
     env = {"PATH": "/usr/bin:/bin", "NODE_COMPILE_CACHE": str(path.parent / "node-compile-cache")}
     return ([*NAMESPACE_COMMAND, *command] if mode == "namespace" else command), env, mode
