@@ -16,10 +16,9 @@ allocation fails, and the kernel's OOM killer sends SIGKILL), ``internal`` for a
 One ``Sandbox`` per process, shared by its threads. Its children start on demand, one for each
 request that finds none idle, up to ``SANDBOX_CHILDREN``, except the one a web worker starts as
 it starts (``sift_site/gunicorn_hooks.py``), so that its first fetch does not wait for a child.
-A child idle for ``SIFT_SANDBOX_IDLE`` is stopped, returning its memory, except those started
-ahead of use (``warm_up``): they stay for the next quiet period's first fetch. A process forked
-from one that already had children (gunicorn with ``--preload``, django-q2 workers) starts with
-none of its own. One child and its pipes: ``pipes.py``.
+A child idle for ``SIFT_SANDBOX_IDLE`` is stopped, except those started ahead of use (``warm_up``).
+A process forked from one that already had children (gunicorn with ``--preload``, django-q2
+workers) starts with none of its own. One child and its pipes: ``pipes.py``.
 """
 
 from __future__ import annotations
@@ -314,9 +313,9 @@ class Sandbox:
         list under the same lock: a child is either taken or stopped, never both."""
         while True:
             with self._cond:
-                now = time.monotonic()
+                cutoff = time.monotonic() - self.idle_seconds
                 spare = self._idle[: max(0, len(self._children) - self.kept_warm)]
-                expired = [child for child in spare if now - child.idle_since >= self.idle_seconds]
+                expired = [child for child in spare if child.idle_since <= cutoff]  # oldest: a prefix
                 del self._idle[: len(expired)]
                 self._live -= len(expired)
                 self._children.difference_update(expired)
