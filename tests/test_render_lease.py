@@ -1,5 +1,5 @@
 """A render slot holds for the whole render (issue 24, point 7): each step of a render's longest
-path has its own bound, and the slot's lease outlasts their sum (docs/rendering.md, "Slots").
+path has its own bound, and the slot's lease outlasts their sum (docs/rendering.md, "How it works").
 
 No browser here: a stand-in render process on the render socket answers the way a stuck, slow
 or crashing one would, and its "pid" is a ``sleep`` the stop kills.
