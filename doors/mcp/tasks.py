@@ -26,7 +26,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from batch import jobs
 from batch.errors import Refused
-from batch.models import ApiKey, BatchJob, JobStatus
+from batch.models import MAX_DB_INT, ApiKey, BatchJob, JobStatus
 from doors.mcp import tools
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -75,8 +75,11 @@ def task(job: BatchJob, *, modern: bool) -> dict[str, Any]:
 
 
 def _message(job: BatchJob) -> str:
-    ended = job.targets_done + job.targets_failed
-    message = f"job {job.status}: {ended} of {job.targets_total} targets ended, {job.targets_failed} failed"
+    # targets_done counts every target that ended, the failed ones among them.
+    message = (
+        f"job {job.status}: {job.targets_done} of {job.targets_total} targets ended, "
+        f"{job.targets_failed} failed"
+    )
     return f"{message}; {job.error}" if job.error else message
 
 
@@ -180,15 +183,32 @@ def update(caller: ApiKey, params: Mapping[str, Any], modern: bool) -> dict[str,
 
 @_fresh
 def listed(caller: ApiKey, params: Mapping[str, Any], modern: bool) -> dict[str, Any]:
-    cursor = params.get("cursor")
-    if cursor is not None and not (isinstance(cursor, str) and cursor.isdigit()):
-        raise MCPError(INVALID_PARAMS, "cursor: pass back the nextCursor of the previous page")
-    offset = int(cursor or 0)
+    offset = _offset(params.get("cursor"))
     page, count = jobs.list_jobs(caller, limit=PAGE, offset=offset)
     answer: dict[str, Any] = {"tasks": [task(job, modern=False) for job in page]}
     if offset + len(page) < count:
         answer["nextCursor"] = str(offset + len(page))
     return answer
+
+
+def _offset(cursor: Any) -> int:
+    """The offset a ``nextCursor`` stands for; ``INVALID_PARAMS`` with a hint for anything else
+    (a number's length is checked before ``int()``, which refuses more digits than Python's limit)."""
+    if cursor is None:
+        return 0
+    if (
+        isinstance(cursor, str)
+        and cursor.isascii()
+        and cursor.isdigit()
+        and len(cursor) <= len(str(MAX_DB_INT))
+        and int(cursor) <= MAX_DB_INT
+    ):
+        return int(cursor)
+    raise MCPError(
+        INVALID_PARAMS,
+        "cursor: not a cursor this server gave",
+        "Pass back the nextCursor of the previous page as it came, or no cursor for the first page.",
+    )
 
 
 SERVED = {"tasks/get": get, "tasks/result": result, "tasks/cancel": cancel, "tasks/update": update}
