@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_prometheus",
     "django_q",
+    "axes",
     "ninja",
     "batch",
     "fetch",
@@ -62,6 +64,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
+    "axes.middleware.AxesMiddleware",
     "doors.middleware.SyncChainMiddleware",
 ]
 
@@ -119,6 +122,11 @@ if SIFT_DATABASE_POOL and _database["ENGINE"] == "django.db.backends.postgresql"
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+AUTHENTICATION_BACKENDS = [
+    "doors.auth.StaffLoginThrottle",  # django-axes first: a locked-out login stops there
+    "django.contrib.auth.backends.ModelBackend",
+]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -159,6 +167,21 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", Fals
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# --- the staff console's logins (docs/admin.md, django-axes) ----------------------------------
+
+# A user name that failed this many logins from one address is locked out there for the lockout;
+# locked by name and address together, so that one address behind a proxy cannot lock every
+# staff member out, nor can one name be locked out from everywhere. A success clears the count.
+SIFT_ADMIN_LOGIN_FAILURES = env_int("SIFT_ADMIN_LOGIN_FAILURES", 5, minimum=1)
+SIFT_ADMIN_LOGIN_LOCKOUT = env_duration("SIFT_ADMIN_LOGIN_LOCKOUT", "15m", positive=True)
+AXES_FAILURE_LIMIT = SIFT_ADMIN_LOGIN_FAILURES
+AXES_COOLOFF_TIME = timedelta(seconds=SIFT_ADMIN_LOGIN_LOCKOUT)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ONLY_ADMIN_SITE = True
+# Failures are kept (AccessAttempt, one row per name and address); successful logins are not.
+AXES_DISABLE_ACCESS_LOG = True
 
 # --- sift: batch jobs (docs/api.md, docs/workers.md) -------------------------------------------
 
