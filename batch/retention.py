@@ -1,6 +1,7 @@
 """How long finished work stays: the sweep of jobs nobody read for the TTL, and eviction by bytes
-(callers over their fair share first) and by each caller's count of finished jobs. The cluster runs both on a schedule, a submit sweeps
-now and then, a store evicts when its job ends or the byte budget is due (docs/api.md)."""
+(callers over their fair share first) and by each caller's count of finished jobs. The cluster
+runs both on a schedule, a submit sweeps now and then, a store evicts when its job ends or the
+byte budget is due (docs/api.md)."""
 
 from __future__ import annotations
 

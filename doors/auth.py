@@ -72,7 +72,11 @@ class StaffLoginThrottle(AxesStandaloneBackend):
     address and comes from no network: it is left to the next backend unthrottled."""
 
     def authenticate(  # type: ignore[override]
-        self, request: HttpRequest | None, username: str | None = None, password: str | None = None, **kwargs: Any
+        self,
+        request: HttpRequest | None,
+        username: str | None = None,
+        password: str | None = None,
+        **kwargs: Any,
     ) -> None:
         if request is None:
             return None

@@ -149,9 +149,13 @@ STORAGES = {
 # Serve straight from the apps too, so a server started without collectstatic still has its assets.
 WHITENOISE_USE_FINDERS = True
 
-# Requests over 128 KiB are refused with 413 before Django reads them (doors/middleware.py).
+# Requests over 128 KiB are refused with 413 before Django reads them, by Content-Length or while
+# a chunked body is read (doors/middleware.py).
 SIFT_MAX_REQUEST_BYTES = 128 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIFT_MAX_REQUEST_BYTES
+# A client must take each piece of an answer within this, or the answer is dropped and its
+# connection closed: a client that never reads holds no memory, stream or share for longer.
+SIFT_SEND_TIMEOUT = env_duration("SIFT_SEND_TIMEOUT", "30s", positive=True)
 
 # Only a proxy that overwrites X-Forwarded-Proto makes the header true; without one a client
 # could send it and pass for HTTPS (docs/operations.md).
@@ -202,6 +206,9 @@ SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
 # caller and in all; the rest answer at once, so one caller never holds many threads.
 SIFT_BATCH_WAITS_PER_CALLER = env_int("SIFT_BATCH_WAITS_PER_CALLER", 2)
 SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
+# A job whose results are too large to answer whole is written in pieces while its client reads;
+# per web process, at most this many such reads per caller at once (one more answers 429).
+SIFT_BATCH_READS_PER_CALLER = env_int("SIFT_BATCH_READS_PER_CALLER", 2, minimum=1)
 # GET /v1/batch/{id}/events streams open at once in the deployment, per caller and in all; one more
 # answers 429 busy. A quiet stream carries a comment this often (at most 15s, for proxies).
 SIFT_BATCH_STREAMS_PER_CALLER = env_int("SIFT_BATCH_STREAMS_PER_CALLER", 8, minimum=1)
