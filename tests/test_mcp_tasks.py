@@ -247,7 +247,10 @@ def test_a_job_whose_every_target_failed_is_a_failed_task_then_a_completed_tool_
 @pytest.mark.parametrize(
     "cursor",
     ["²", "9" * 5000, str(2**70), str(2**31), "-1", "1.0", "", 20, None, ["20"]],
-    ids=["superscript", "5000-digits", "2^70", "2^31", "negative", "decimal", "empty", "number", "null", "list"],
+    ids=[
+        "superscript", "5000-digits", "2^70", "2^31", "negative", "decimal", "empty", "number", "null",
+        "list",
+    ],
 )  # fmt: skip
 def test_a_tasks_list_cursor_this_server_never_gave_is_invalid_params_with_a_hint(
     deployment, make_caller, cursor

@@ -49,10 +49,20 @@ INSTRUCTIONS = (
 )
 
 
+# Key lookups have threads of their own: calls held in the THREADS never delay another caller's
+# lookup, so a caller is always told at once whether it may come in (or is busy).
+KEY_THREADS = 4
+
+
 @cache
 def _limiter() -> anyio.CapacityLimiter:
     # Made on first use, inside the running event loop.
     return anyio.CapacityLimiter(THREADS)
+
+
+@cache
+def _key_limiter() -> anyio.CapacityLimiter:
+    return anyio.CapacityLimiter(KEY_THREADS)
 
 
 async def in_thread(function: Any, *args: Any) -> Any:
@@ -232,7 +242,7 @@ class KeyGate:
         scheme, _, raw_key = headers.get("authorization", "").partition(" ")
         caller = None
         if scheme.lower() == "bearer" and raw_key.strip():
-            caller = await in_thread(_caller_for_key, raw_key.strip())
+            caller = await anyio.to_thread.run_sync(_caller_for_key, raw_key.strip(), limiter=_key_limiter())
         if caller is None:
             raise Refused(
                 Refusal.UNAUTHORIZED, "missing or unknown API key", "Send Authorization: Bearer <your key>."
