@@ -71,7 +71,7 @@ class StaffLoginThrottle(AxesStandaloneBackend):
     has passed. A login without a request (a shell, a command, a test client's ``login``) has no
     address and comes from no network: it is left to the next backend unthrottled."""
 
-    def authenticate(  # type: ignore[override]
+    def authenticate(
         self,
         request: HttpRequest | None,
         username: str | None = None,

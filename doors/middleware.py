@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from django.conf import settings
@@ -18,8 +18,8 @@ from doors.errors import refusal_body
 
 log = logging.getLogger(__name__)
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
 Receive = Callable[[], Any]
 Send = Callable[[Message], Any]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import pytest
 import time_machine
@@ -138,7 +139,7 @@ def test_list_is_newest_first_and_paginated(agent, settings):
 # --- a job too large to answer whole ---------------------------------------------------------
 
 
-def _read_bytes(client, path: str, **params) -> tuple[object, bytes]:
+def _read_bytes(client, path: str, **params) -> tuple[Any, bytes]:
     response = client.get(path, **params)
     assert response.status_code == 200
     body = b"".join(response.streaming_content) if response.streaming else response.content

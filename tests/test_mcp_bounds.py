@@ -354,7 +354,11 @@ def test_held_task_results_hold_no_thread_and_another_key_is_served_at_once(mcp,
     try:
         # Every waiting key holds its four calls: a fifth is refused busy at once.
         for key in keys:
-            wait_for(lambda key=key: post(key, "tools/list", {})[0] == 429, what="four held calls of a key")
+
+            def busy(key: str = key) -> bool:
+                return post(key, "tools/list", {})[0] == 429
+
+            wait_for(busy, what="four held calls of a key")
         _, fifth = make_caller("fifth")
         status, body = post(fifth.raw_key, "tools/list", {})
         assert status == 200

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from django.http import StreamingHttpResponse
@@ -38,7 +38,18 @@ def too_large_to_hold(waited: waits.Waited) -> bool:
 
 class PiecewiseResponse(StreamingHttpResponse):
     """A streaming answer whose pieces come from a synchronous iterator one at a time: under
-    ASGI, each ``next`` runs in a query thread (Django would read them all before sending)."""
+    ASGI, each ``next`` runs in a query thread (Django would read them all before sending).
+    ``on_close`` runs when the server closes it: once it is sent, or its client has gone."""
+
+    def __init__(self, pieces: Iterator[str], *, on_close: Callable[[], Any], **kwargs: Any) -> None:
+        super().__init__(pieces, **kwargs)
+        self.on_close = on_close
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.on_close()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         pieces = self.streaming_content
@@ -58,10 +69,9 @@ def job_answer(caller: ApiKey, waited: waits.Waited, *, content: bool) -> Piecew
             retry_after=RetryAfter.JOBS,
         )
     body = _pieces(caller, waited, content=content)
-    give_back = weakref.finalize(body, waits.READS.give_back, caller.pk)  # runs at most once
-    response = PiecewiseResponse(body, content_type="application/json; charset=utf-8")
-    response._resource_closers.append(give_back)  # closed when sent, or dropped
-    return response
+    # Given back when the answer is closed, or when it is dropped unclosed; at most once.
+    give_back = weakref.finalize(body, waits.READS.give_back, caller.pk)
+    return PiecewiseResponse(body, on_close=give_back, content_type="application/json; charset=utf-8")
 
 
 def _pieces(caller: ApiKey, waited: waits.Waited, *, content: bool) -> Iterator[str]:
