@@ -261,9 +261,47 @@ def get_job(caller: ApiKey, job_id: str) -> BatchJob:
 def read_job(caller: ApiKey, job_id: str, *, wait: float, content: bool) -> dict[str, Any]:
     """The caller's job with its targets after a bounded wait: what both ``GET /v1/batch/{id}``
     and MCP's ``batch_get`` answer. ``content=False`` leaves each result's content out."""
-    waited = waits.until_finished(caller, get_job(caller, job_id), seconds=wait)
+    return job_with_targets(caller, wait_for_job(caller, job_id, wait=wait), content=content)
+
+
+def wait_for_job(caller: ApiKey, job_id: str, *, wait: float) -> waits.Waited:
+    """The caller's job, touched, once it has finished or a bounded wait has passed."""
+    return waits.until_finished(caller, get_job(caller, job_id), seconds=wait)
+
+
+def job_with_targets(caller: ApiKey, waited: waits.Waited, *, content: bool) -> dict[str, Any]:
     targets = [target_out(t, content=content) for t in waited.job.targets.order_by("idx")]
     return {**job_summary(waited.job, caller), "targets": targets, "wait_cut_short": waited.cut_short}
+
+
+# A job's results read from the database at once, when its answer or its event stream is written
+# in pieces: what one reader holds in memory, whatever the job's size (at least one target).
+PIECE_BYTES = 1024 * 1024
+PIECE_TARGETS = 64
+
+
+@dataclass(frozen=True)
+class Piece:
+    targets: list[BatchTarget]
+    # Whether targets were left for the next piece.
+    more: bool
+
+
+def next_piece(job_id: str, *, by: str, after: int) -> Piece:
+    """The job's targets with ``by`` (``idx`` or ``seq``) over ``after``, in that order, as many
+    as hold ``PIECE_BYTES`` of results between them (at least one); their sizes are read first,
+    so that no more than that is ever loaded."""
+    rest = BatchTarget.objects.filter(job_id=job_id, **{f"{by}__gt": after}).order_by(by)
+    sizes = list(rest.values_list("pk", "n_bytes")[: PIECE_TARGETS + 1])
+    chosen: list[int] = []
+    held = 0
+    for pk, n_bytes in sizes[:PIECE_TARGETS]:
+        if chosen and held + n_bytes > PIECE_BYTES:
+            break
+        chosen.append(pk)
+        held += n_bytes
+    targets = list(BatchTarget.objects.filter(pk__in=chosen).order_by(by))
+    return Piece(targets, more=len(sizes) > len(chosen))
 
 
 def get_target(caller: ApiKey, job_id: str, idx: int) -> BatchTarget:

@@ -1,6 +1,7 @@
 """How long finished work stays: the sweep of jobs nobody read for the TTL, and eviction by bytes
-and by each caller's count of finished jobs. The cluster runs both on a schedule, a submit sweeps
-now and then, a store evicts when its job ends or the byte budget is due (docs/api.md)."""
+(callers over their fair share first) and by each caller's count of finished jobs. The cluster
+runs both on a schedule, a submit sweeps now and then, a store evicts when its job ends or the
+byte budget is due (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Sum
+from django.db.models import Case, Count, F, QuerySet, Sum, Value, When
 from django.utils import timezone
 
 from batch import metrics
 from batch.models import FINISHED_STATUSES, BatchJob, BatchTarget
-from capacity.eviction import UncheckedBytes, oldest_over_budget
+from capacity.eviction import UncheckedBytes, excess_over, first_to_cover
 from capacity.pacing import Every
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,9 @@ SWEEP_EVERY = timedelta(seconds=1)
 
 # Finished jobs one count eviction deletes at most; a finish adds one, so one round keeps up.
 EVICT_CHUNK = 500
+
+# The byte budget's turns (eviction_order): over their caller's fair share, read, unread.
+OVER_SHARE, READ, UNREAD = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -76,17 +80,45 @@ def sweep_expired_jobs(now: datetime | None = None) -> Removed:
 
 
 def evict_oldest(max_bytes: int | None = None) -> Removed:
-    """Delete the oldest finished jobs until stored result bytes fit ``max_bytes``.
+    """Delete finished jobs until stored result bytes fit ``max_bytes``, in ``eviction_order``.
 
     Live jobs are never evicted, even when they alone are over the budget.
     """
     budget = settings.SIFT_BATCH_MAX_BYTES if max_bytes is None else max_bytes
-    finished = BatchJob.objects.filter(status__in=FINISHED_STATUSES).order_by("finished_at", "created_at")
-    removed = _delete_jobs(oldest_over_budget(BatchJob.objects.all(), finished, budget))
+    excess = excess_over(BatchJob.objects.all(), budget)
+    if excess <= 0:
+        return Removed()
+    removed = _delete_jobs(first_to_cover(eviction_order(budget), excess))
     if removed.jobs:
         metrics.EVICTED.inc(removed.jobs)
         log.info("evict %s", removed)
     return removed
+
+
+def eviction_order(budget: int) -> QuerySet[BatchJob]:
+    """Finished jobs in the order the byte budget evicts them: one caller's bytes must not evict
+    another caller's results.
+
+    A caller's fair share is the budget divided by the callers holding finished jobs. First go the
+    jobs of callers whose stored bytes (live jobs' too) are over their share, oldest first among
+    theirs; then the jobs of the callers within their share that their owner has read since they
+    finished, oldest first; last the ones not read since they finished, oldest first.
+    """
+    finished = BatchJob.objects.filter(status__in=FINISHED_STATUSES)
+    holders = finished.values("caller_id").distinct().count()
+    share = budget // max(holders, 1)
+    over_share = (
+        BatchJob.objects.values("caller_id")
+        .annotate(held=Sum("n_bytes"))
+        .filter(held__gt=share)
+        .values("caller_id")
+    )
+    turn = Case(
+        When(caller_id__in=over_share, then=Value(OVER_SHARE)),
+        When(last_read_at__lt=F("finished_at"), then=Value(UNREAD)),
+        default=Value(READ),
+    )
+    return finished.annotate(turn=turn).order_by("turn", "finished_at", "created_at", "pk")
 
 
 def evict_callers_oldest(caller_id: int, keep: int | None = None) -> Removed:

@@ -1,10 +1,16 @@
-"""Bounded waits for ``GET /v1/batch/{id}?wait=N`` (``docs/decisions.md``, "Bounded waits").
+"""Bounded waits for ``GET /v1/batch/{id}?wait=N`` (``docs/decisions.md``, "Bounded waits"), and
+bounded reads of large jobs.
 
 A wait holds a request thread of the web process until the job finishes, so it takes one of the
 process's thread shares (``batch.threads``) first: at most ``SIFT_BATCH_WAITS_PER_CALLER`` per
 caller and ``SIFT_BATCH_WAITS_TOTAL`` in all, the total kept below the threads of a worker. A
 request that finds no free share answers at once with the job as it is and
 ``wait_cut_short: true``.
+
+A job too large to answer whole is written in pieces for as long as its client takes to read it
+(``doors/rest/job_body.py``): each such read holds one of ``SIFT_BATCH_READS_PER_CALLER`` read
+shares of its caller in the process until its answer ends, so that clients who do not read
+cannot hold many; a read without one is refused ``caller_busy``.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from batch.threads import ThreadShares
 POLL_SECONDS = 0.2
 
 WAITS = ThreadShares(lambda: settings.SIFT_BATCH_WAITS_PER_CALLER, lambda: settings.SIFT_BATCH_WAITS_TOTAL)
+READS = ThreadShares(lambda: settings.SIFT_BATCH_READS_PER_CALLER, lambda: None)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Oldest first until a byte budget is met: which rows to delete, whatever the table."""
+"""Oldest first (or in another order a table gives) until a byte budget is met: which rows to
+delete, whatever the table."""
 
 from __future__ import annotations
 
@@ -19,7 +20,17 @@ def oldest_over_budget(
     the order it goes. What counts but may not go (a live job) is never picked, even when it
     alone is over the budget: then everything that may go is picked.
     """
-    excess = (stored.aggregate(total=Sum(size))["total"] or 0) - budget
+    return first_to_cover(oldest_first, excess_over(stored, budget, size), size)
+
+
+def excess_over(stored: QuerySet[Any], budget: int, size: str = "n_bytes") -> int:
+    """How many bytes ``stored`` holds beyond ``budget`` (0 or less: none)."""
+    return int(stored.aggregate(total=Sum(size))["total"] or 0) - budget
+
+
+def first_to_cover(oldest_first: QuerySet[Any], excess: int, size: str = "n_bytes") -> list[Any]:
+    """Primary keys from ``oldest_first``, in its order (oldest first, or another the table's owner
+    makes, such as the finished jobs' fair turns), until their sizes add up to ``excess``."""
     victims: list[Any] = []
     if excess <= 0:
         return victims

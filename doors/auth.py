@@ -1,10 +1,14 @@
 """Who is calling: ``Authorization: Bearer <key>``, an unknown key 401, a revoked key 403 (docs/api.md).
 
-The REST API and the MCP server both authenticate through ``caller_for_key``.
+The REST API and the MCP server both authenticate through ``caller_for_key``. Staff log in to the
+console with a password, throttled by django-axes through ``StaffLoginThrottle`` (docs/admin.md).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from axes.backends import AxesStandaloneBackend
 from django.conf import settings
 from django.http import HttpRequest
 from django.utils import timezone
@@ -59,3 +63,21 @@ def caller_of(request: HttpRequest) -> ApiKey:
     """The caller an authenticated request carries."""
     caller: ApiKey = request.auth  # type: ignore[attr-defined]
     return caller
+
+
+class StaffLoginThrottle(AxesStandaloneBackend):
+    """The first authentication backend: django-axes refuses a login for a user name from an
+    address that failed ``SIFT_ADMIN_LOGIN_FAILURES`` times, until ``SIFT_ADMIN_LOGIN_LOCKOUT``
+    has passed. A login without a request (a shell, a command, a test client's ``login``) has no
+    address and comes from no network: it is left to the next backend unthrottled."""
+
+    def authenticate(
+        self,
+        request: HttpRequest | None,
+        username: str | None = None,
+        password: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if request is None:
+            return None
+        return super().authenticate(request, username, password, **kwargs)

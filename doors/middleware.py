@@ -1,16 +1,146 @@
-"""Refuse oversized request bodies before anything reads them (413 over ``SIFT_MAX_REQUEST_BYTES``)."""
+"""The web process's middleware: request bodies bounded (413 over ``SIFT_MAX_REQUEST_BYTES``) and
+answers a client must take in time (``SIFT_SEND_TIMEOUT``), both at the ASGI edge; JSON 405 for
+API paths; the last, sync-only middleware that keeps the whole chain in one request thread."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import json
+import logging
+from collections.abc import Callable, MutableMapping
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-from batch.errors import Refusal, error_json
+from batch.errors import Refusal, Refused, error_json
+from doors.errors import refusal_body
+
+log = logging.getLogger(__name__)
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Any]
+Send = Callable[[Message], Any]
+
+
+class BoundedRequests:
+    """ASGI, around the web process's Django (``sift_site/asgi.py``).
+
+    Django's ASGI handler reads a whole body into a temporary file before any middleware runs,
+    so a body is read here first: refused 413 as soon as it is known to be over
+    ``SIFT_MAX_REQUEST_BYTES`` — by its ``Content-Length`` before a byte is read, or while a
+    chunked body is read — and the connection closed, whoever sent it. Then each piece of the
+    answer must be taken by the client within ``SIFT_SEND_TIMEOUT``: an answer nobody reads
+    is dropped as if its client had gone, so it holds no memory, stream or share for long.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await request_body(scope, receive)
+        except Refused as exc:
+            await send_refusal(exc, send, close=True)
+            return
+        if body is not None:  # None: the client went away while sending it
+            await self.app(scope, replay(body, receive), taken_in_time(send))
+
+
+async def request_body(scope: Scope, receive: Receive) -> bytes | None:
+    """The whole request body, refused ``too_large`` past ``SIFT_MAX_REQUEST_BYTES`` as soon as
+    it is known to be (the declared length, else the bytes received); ``None`` on a disconnect."""
+    limit = settings.SIFT_MAX_REQUEST_BYTES
+    declared = _header(scope, b"content-length")
+    if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
+        raise too_large(limit)
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        body += message.get("body", b"")
+        if len(body) > limit:
+            raise too_large(limit)
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1").strip()
+    return ""
+
+
+def too_large(limit: int) -> Refused:
+    return Refused(
+        Refusal.TOO_LARGE,
+        f"the request body is larger than {limit} bytes",
+        "Send fewer or shorter targets per request.",
+    )
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for the application: the body already read, then whatever the client sends
+    next (a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replayed
+
+
+async def send_refusal(exc: Refused, send: Send, *, close: bool = False) -> None:
+    """The error envelope as a whole ASGI answer; ``close`` ends the connection after it (a body
+    left unread must not be read as the next request)."""
+    envelope = refusal_body(exc)
+    body = json.dumps(envelope).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    if exc.code in (Refusal.UNAUTHORIZED, Refusal.FORBIDDEN):
+        headers.append((b"www-authenticate", b'Bearer realm="sift"'))
+    if exc.code == Refusal.METHOD_NOT_ALLOWED:
+        headers.append((b"allow", b"POST"))
+    if "retry_after" in envelope:
+        headers.append((b"retry-after", str(envelope["retry_after"]).encode()))
+    await send({"type": "http.response.start", "status": exc.http_status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def taken_in_time(send: Send) -> Send:
+    """``send`` whose pieces of a body must be taken within ``SIFT_SEND_TIMEOUT``.
+
+    The server's ``send`` waits while the client takes nothing (its buffers are full). Past the
+    timeout the answer is abandoned the way Django abandons one whose client went away (it
+    stops sending on ``CancelledError`` and closes the response, which ends its stream and
+    gives its shares back); the server then closes the connection.
+    """
+
+    async def send_in_time(message: Message) -> None:
+        if message["type"] != "http.response.body":
+            await send(message)
+            return
+        try:
+            async with asyncio.timeout(settings.SIFT_SEND_TIMEOUT):
+                await send(message)
+        except TimeoutError:
+            log.info("a client took none of its answer for %ss: dropped", settings.SIFT_SEND_TIMEOUT)
+            raise asyncio.CancelledError from None
+
+    return send_in_time
 
 
 class RequestSizeLimitMiddleware:
+    """413 over ``SIFT_MAX_REQUEST_BYTES`` by ``Content-Length``, for a WSGI server and the test
+    client (under ASGI, ``BoundedRequests`` has refused it already)."""
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
@@ -20,7 +150,7 @@ class RequestSizeLimitMiddleware:
             return error_json(
                 Refusal.INVALID_REQUEST, "Content-Length is not a number", "Send a valid Content-Length."
             )
-        if int(declared) > settings.SIFT_MAX_REQUEST_BYTES:
+        if len(declared) > 18 or int(declared) > settings.SIFT_MAX_REQUEST_BYTES:
             return error_json(
                 Refusal.TOO_LARGE,
                 f"the request body is larger than {settings.SIFT_MAX_REQUEST_BYTES} bytes",

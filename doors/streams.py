@@ -5,7 +5,10 @@ thread. One ``JobWatch`` a process (a loop) looks at every job its streams follo
 round and wakes the streams whose job moved; a woken stream reads its own new targets. Both run
 their queries in a few threads of their own, which hand their connection back after each query. The
 watch also renews the leases of the process's open streams, which the stream bounds count in the
-whole deployment (``doors/stream_bounds.py``).
+whole deployment (``doors/stream_bounds.py``), while they make progress: a stream whose client has
+taken nothing for ``SIFT_SEND_TIMEOUT`` is closed by the send timeout (``doors.middleware``), and
+is no longer renewed meanwhile. A stream reads its targets a piece at a time (``jobs.next_piece``),
+so that what it holds stays small whatever the job's size.
 
 A target's event id is its end sequence number (``BatchTarget.seq``), given in the transaction
 that stores it: a stream sends targets in that order and remembers the last, so a stream (or a
@@ -29,6 +32,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError, connection
 
+from batch import jobs
 from batch.models import FINISHED_STATUSES, ApiKey, BatchJob, JobStatus, TargetStatus
 from batch.summaries import job_summary, target_out
 from doors import stream_bounds
@@ -77,24 +81,40 @@ class JobWatch:
 
     followers: dict[str, set[asyncio.Event]] = field(default_factory=dict)
     seen: dict[str, JobState] = field(default_factory=dict)
-    streams: set[int] = field(default_factory=set)
+    # The open streams, each with the time it began waiting for its client to take an event
+    # (``None`` while it is not waiting for its client).
+    streams: dict[int, float | None] = field(default_factory=dict)
     renewed_at: float | None = None
     task: asyncio.Task[None] | None = None
 
     def follow(self, job_id: str, stream_id: int | None = None) -> asyncio.Event:
         """An event set each time the job moves; an open stream's row (``stream_id``) is renewed
-        until ``unfollow``."""
+        until ``unfollow``, while it makes progress."""
         moved = asyncio.Event()
         self.followers.setdefault(job_id, set()).add(moved)
         if stream_id is not None:
-            self.streams.add(stream_id)
+            self.streams[stream_id] = None
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self._run(), name="sift-job-watch")
         return moved
 
+    def sending(self, stream_id: int) -> None:
+        """The stream hands an event to its client, and waits until the client has taken it."""
+        self.streams[stream_id] = asyncio.get_running_loop().time()
+
+    def sent(self, stream_id: int) -> None:
+        self.streams[stream_id] = None
+
+    def making_progress(self, now: float) -> list[int]:
+        """The open streams whose client took their last event, or has been taking it for less
+        than ``SIFT_SEND_TIMEOUT``: only these are renewed. A stream whose client stopped reading
+        is closed by the send timeout (``doors.middleware``); should it not be, its row lapses."""
+        stalled_after = now - settings.SIFT_SEND_TIMEOUT
+        return [sid for sid, since in self.streams.items() if since is None or since > stalled_after]
+
     def unfollow(self, job_id: str, moved: asyncio.Event, stream_id: int | None = None) -> None:
         if stream_id is not None:
-            self.streams.discard(stream_id)
+            self.streams.pop(stream_id, None)
         left = self.followers.get(job_id, set())
         left.discard(moved)
         if not left:
@@ -122,7 +142,7 @@ class JobWatch:
         if not self.streams or not due:
             return
         try:
-            await in_query_thread(stream_bounds.renew, list(self.streams))
+            await in_query_thread(stream_bounds.renew, self.making_progress(now))
         except DatabaseError:
             log.warning("event streams: their leases could not be renewed; trying again", exc_info=True)
             return
@@ -147,10 +167,13 @@ class Reading:
 
     targets: list[dict[str, Any]]
     final: dict[str, Any] | None
+    # Targets ended after these were left for the next reading.
+    more: bool = False
 
 
 def read_since(caller: ApiKey, job_id: str, after: int, content: bool) -> Reading:
-    """Targets numbered after ``after``, and the job's summary if it has finished for good.
+    """Targets numbered after ``after``, a piece at a time (``jobs.next_piece``), and the job's
+    summary if it has finished for good and nothing is left after this piece.
 
     The job (and for a cancelled job, whether a target is still in flight) is read before the
     targets: every target that ended before that read is among those read after it.
@@ -161,9 +184,9 @@ def read_since(caller: ApiKey, job_id: str, after: int, content: bool) -> Readin
     over = job.status in FINISHED_STATUSES and not (
         job.status == JobStatus.CANCELLED and job.targets.filter(status=TargetStatus.RUNNING).exists()
     )
-    ended = job.targets.filter(seq__gt=after).order_by("seq")
-    targets = [target_out(target, content=content) for target in ended]
-    return Reading(targets, job_summary(job, caller) if over else None)
+    piece = jobs.next_piece(job_id, by="seq", after=after)
+    targets = [target_out(target, content=content) for target in piece.targets]
+    return Reading(targets, job_summary(job, caller) if over and not piece.more else None, piece.more)
 
 
 def sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
@@ -210,21 +233,30 @@ async def job_events(
     the order they ended, then one ``job`` event, and the end; then each of ``ended`` is called."""
     watch = job_watch()
     moved = watch.follow(job_id, stream_id)
+
+    def sending(event: str) -> str:
+        watch.sending(stream_id)  # until the stream resumes: its client has taken the event
+        return event
+
     try:
-        yield ": sift job events\n\n"
+        yield sending(": sift job events\n\n")
         while True:
+            watch.sent(stream_id)
             moved.clear()  # before reading: a move during the read wakes the next wait at once
             reading = await in_query_thread(read_since, caller, job_id, after, content)
             for target in reading.targets:
                 after = target["seq"]
-                yield sse("target", target, after)
+                yield sending(sse("target", target, after))
+                watch.sent(stream_id)
             if reading.final is not None:
-                yield sse("job", reading.final)
+                yield sending(sse("job", reading.final))
                 return
+            if reading.more:
+                continue
             try:
                 await asyncio.wait_for(moved.wait(), timeout=settings.SIFT_BATCH_STREAM_KEEPALIVE)
             except TimeoutError:
-                yield ": keep-alive\n\n"
+                yield sending(": keep-alive\n\n")
     finally:
         watch.unfollow(job_id, moved, stream_id)
         for end in ended:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_prometheus",
     "django_q",
+    "axes",
     "ninja",
     "batch",
     "fetch",
@@ -62,6 +64,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
+    "axes.middleware.AxesMiddleware",
     "doors.middleware.SyncChainMiddleware",
 ]
 
@@ -119,6 +122,11 @@ if SIFT_DATABASE_POOL and _database["ENGINE"] == "django.db.backends.postgresql"
 DATABASES = {"default": _database}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+AUTHENTICATION_BACKENDS = [
+    "doors.auth.StaffLoginThrottle",  # django-axes first: a locked-out login stops there
+    "django.contrib.auth.backends.ModelBackend",
+]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -141,9 +149,13 @@ STORAGES = {
 # Serve straight from the apps too, so a server started without collectstatic still has its assets.
 WHITENOISE_USE_FINDERS = True
 
-# Requests over 128 KiB are refused with 413 before Django reads them (doors/middleware.py).
+# Requests over 128 KiB are refused with 413 before Django reads them, by Content-Length or while
+# a chunked body is read (doors/middleware.py).
 SIFT_MAX_REQUEST_BYTES = 128 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIFT_MAX_REQUEST_BYTES
+# A client must take each piece of an answer within this, or the answer is dropped and its
+# connection closed: a client that never reads holds no memory, stream or share for longer.
+SIFT_SEND_TIMEOUT = env_duration("SIFT_SEND_TIMEOUT", "30s", positive=True)
 
 # Only a proxy that overwrites X-Forwarded-Proto makes the header true; without one a client
 # could send it and pass for HTTPS (docs/operations.md).
@@ -159,6 +171,21 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", Fals
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# --- the staff console's logins (docs/admin.md, django-axes) ----------------------------------
+
+# A user name that failed this many logins from one address is locked out there for the lockout;
+# locked by name and address together, so that one address behind a proxy cannot lock every
+# staff member out, nor can one name be locked out from everywhere. A success clears the count.
+SIFT_ADMIN_LOGIN_FAILURES = env_int("SIFT_ADMIN_LOGIN_FAILURES", 5, minimum=1)
+SIFT_ADMIN_LOGIN_LOCKOUT = env_duration("SIFT_ADMIN_LOGIN_LOCKOUT", "15m", positive=True)
+AXES_FAILURE_LIMIT = SIFT_ADMIN_LOGIN_FAILURES
+AXES_COOLOFF_TIME = timedelta(seconds=SIFT_ADMIN_LOGIN_LOCKOUT)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ONLY_ADMIN_SITE = True
+# Failures are kept (AccessAttempt, one row per name and address); successful logins are not.
+AXES_DISABLE_ACCESS_LOG = True
 
 # --- sift: batch jobs (docs/api.md, docs/workers.md) -------------------------------------------
 
@@ -179,6 +206,9 @@ SIFT_BATCH_RETRY_FOR = env_duration("SIFT_BATCH_RETRY_FOR", "10m")
 # caller and in all; the rest answer at once, so one caller never holds many threads.
 SIFT_BATCH_WAITS_PER_CALLER = env_int("SIFT_BATCH_WAITS_PER_CALLER", 2)
 SIFT_BATCH_WAITS_TOTAL = env_int("SIFT_BATCH_WAITS_TOTAL", 4)
+# A job whose results are too large to answer whole is written in pieces while its client reads;
+# per web process, at most this many such reads per caller at once (one more answers 429).
+SIFT_BATCH_READS_PER_CALLER = env_int("SIFT_BATCH_READS_PER_CALLER", 2, minimum=1)
 # GET /v1/batch/{id}/events streams open at once in the deployment, per caller and in all; one more
 # answers 429 busy. A quiet stream carries a comment this often (at most 15s, for proxies).
 SIFT_BATCH_STREAMS_PER_CALLER = env_int("SIFT_BATCH_STREAMS_PER_CALLER", 8, minimum=1)

@@ -9,6 +9,7 @@ from typing import Any
 
 import lxml.html
 import pytest
+import time_machine
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
@@ -584,3 +585,37 @@ def test_staff_without_change_permission_on_keys_cannot_revoke(
     assert forced.status_code == 200
     api_key.refresh_from_db()
     assert api_key.active
+
+
+# --- login throttling (django-axes) ----------------------------------------------------------
+
+LOGIN_URL = reverse("admin:login")
+
+
+def _log_in(username: str, password: str, address: str) -> Any:
+    """A login through the console's form from ``address``; answers the response."""
+    client = Client(REMOTE_ADDR=address)
+    return client.post(LOGIN_URL, {"username": username, "password": password, "next": JOBS_URL})
+
+
+def _logged_in(response: Any) -> bool:
+    return response.status_code == 302 and response["Location"] == JOBS_URL
+
+
+def test_failed_logins_lock_that_name_out_from_that_address_only_until_the_lockout_ends(db, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # quick, for a test
+    User.objects.create_user("boss", password="right-horse-battery", is_staff=True)
+    User.objects.create_user("clerk", password="staple-correct-horse", is_staff=True)
+    with time_machine.travel(NOON, tick=False):
+        for _ in range(settings.SIFT_ADMIN_LOGIN_FAILURES - 1):
+            refused = _log_in("boss", "wrong", "192.0.2.7")
+            assert refused.status_code == 200  # the form again, with its error
+        assert _log_in("boss", "wrong", "192.0.2.7").status_code == 429  # the last failure locks
+        locked = _log_in("boss", "right-horse-battery", "192.0.2.7")
+        assert locked.status_code == 429
+        assert "locked" in locked.content.decode().lower()
+        # Neither the name from elsewhere nor another name from that address is locked out.
+        assert _logged_in(_log_in("boss", "right-horse-battery", "198.51.100.4"))
+        assert _logged_in(_log_in("clerk", "staple-correct-horse", "192.0.2.7"))
+    with time_machine.travel(NOON + timedelta(seconds=settings.SIFT_ADMIN_LOGIN_LOCKOUT + 1), tick=False):
+        assert _logged_in(_log_in("boss", "right-horse-battery", "192.0.2.7"))

@@ -53,6 +53,24 @@ def test_a_malformed_job_id_is_invalid_and_an_unknown_one_not_found_without_taki
     assert not EventStream.objects.exists()  # the refusals took no share
 
 
+@pytest.mark.parametrize(
+    "last_event_id",
+    ["x", "-1", "²", "1.5", str(2**63), str(2**70), "9" * 5000],
+    ids=["letter", "negative", "superscript", "decimal", "2^63", "2^70", "5000-digits"],
+)
+def test_a_last_event_id_that_is_no_event_id_is_400_with_a_hint(agent, last_event_id):
+    caller, client = agent
+    job = make_job(caller, "done")
+    response = client.client.get(
+        f"/v1/batch/{job.id}/events", headers={**client.headers, "Last-Event-ID": last_event_id}
+    )
+    body = response.json()
+    assert (response.status_code, body["code"]) == (400, "invalid_request")
+    assert "Last-Event-ID" in body["error"]
+    assert "whole number" in body["hint"]
+    assert not EventStream.objects.exists()
+
+
 def test_a_finished_jobs_stream_deletes_its_row_when_it_ends(agent, settings):
     settings.SIFT_BATCH_STREAMS_PER_CALLER = 1
     caller, client = agent

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
+import pytest
+import time_machine
 from django.utils import timezone
 
+from batch import jobs
 from batch.models import BatchJob, BatchTarget
 
-from .factories import submit
+from .factories import done_target, failed_target, make_job, submit
 
 URL = "https://example.org/"
 
@@ -129,3 +134,59 @@ def test_list_is_newest_first_and_paginated(agent, settings):
     assert [j["id"] for j in client.get("/v1/batch", limit=2, offset=2).json()["items"]] == ids[:1]
     assert client.get("/v1/batch", limit=0).status_code == 400
     assert client.get("/v1/batch", limit="many").json()["code"] == "invalid_request"
+
+
+# --- a job too large to answer whole ---------------------------------------------------------
+
+
+def _read_bytes(client, path: str, **params) -> tuple[Any, bytes]:
+    response = client.get(path, **params)
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    return response, body
+
+
+def test_a_job_too_large_to_hold_is_answered_in_pieces_with_the_same_json_as_whole(agent, monkeypatch):
+    caller, client = agent
+    targets = [done_target(f"# Page {n}\n" + "text " * 300, n_bytes=2000) for n in range(5)]
+    targets.insert(2, failed_target())
+    job = make_job(
+        caller, "partial", targets=targets, n_bytes=10_000, callback_url="https://example.org/hook"
+    )
+    path = f"/v1/batch/{job.id}"
+    with time_machine.travel(timezone.now(), tick=False):
+        whole_response, whole = _read_bytes(client, path)
+        monkeypatch.setattr(jobs, "PIECE_BYTES", 3000)  # a piece holds one target here
+        pieces_response, pieces = _read_bytes(client, path)
+        _, without_content = _read_bytes(client, path, content="false")
+    assert not whole_response.streaming
+    assert pieces_response.streaming
+    assert pieces_response["Content-Type"] == whole_response["Content-Type"]
+    assert pieces == whole
+    body = json.loads(pieces)
+    assert [t["idx"] for t in body["targets"]] == list(range(6))
+    assert (body["status"], body["wait_cut_short"]) == ("partial", False)
+    assert all("content" not in (t["result"] or {}) for t in json.loads(without_content)["targets"])
+
+
+@pytest.mark.django_db(transaction=True)  # closing a streamed answer closes the connection
+def test_a_caller_reads_at_most_its_share_of_large_jobs_at_once_and_others_are_not_refused(
+    make_caller, monkeypatch, settings
+):
+    settings.SIFT_BATCH_READS_PER_CALLER = 1
+    monkeypatch.setattr(jobs, "PIECE_BYTES", 100)
+    caller, client = make_caller("reader")
+    other, other_client = make_caller("other")
+    job = make_job(caller, "done", targets=[done_target(), done_target()], n_bytes=4096)
+    theirs = make_job(other, "done", targets=[done_target(), done_target()], n_bytes=4096)
+    held = client.get(f"/v1/batch/{job.id}")  # its answer not read yet: it holds the share
+    assert held.streaming
+    refused = client.get(f"/v1/batch/{job.id}")
+    body = refused.json()
+    assert (refused.status_code, body["code"]) == (429, "caller_busy")
+    assert refused["Retry-After"] == str(body["retry_after"])
+    assert other_client.get(f"/v1/batch/{theirs.id}").status_code == 200
+    held.close()  # as the server does once an answer is sent, or its client has gone
+    again = client.get(f"/v1/batch/{job.id}")
+    assert again.status_code == 200
+    again.close()

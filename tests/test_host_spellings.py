@@ -48,7 +48,10 @@ def open_loopback(settings):
         ("１２７.０.０.１", "127.0.0.1"),  # full-width digits
         ("::1", "::1"),
         ("[0:0:0:0:0:0:0:1]", "::1"),
-        ("::FFFF:7F00:1", "::ffff:7f00:1"),
+        ("::FFFF:7F00:1", "127.0.0.1"),  # IPv4-mapped: the IPv4 address it reaches
+        ("[::ffff:127.0.0.1]", "127.0.0.1"),
+        ("::ffff:0:7f00:1", "::ffff:0:7f00:1"),  # IPv4-translated (SIIT): not this machine's address
+        ("::127.0.0.1", "::7f00:1"),  # IPv4-compatible, deprecated: connects to no IPv4 address
     ],
 )
 def test_every_spelling_of_a_host_has_one_canonical_name(spelled, canonical):
@@ -59,6 +62,7 @@ def test_the_host_interval_spaces_every_spelling_of_one_host(agent, open_loopbac
     _, client = agent
     settings.SIFT_FETCH_HOST_INTERVAL = INTERVAL
     spellings = ["127.0.0.1", "127.1", "127.0.0.1.", "0x7f.0.0.1", "2130706433", "１２７.０.０.１"]
+    spellings.append("[::ffff:127.0.0.1]")  # IPv4-mapped IPv6
     paths = [f"/{n}" for n in range(len(spellings))]
     with site("127.0.0.1", {path: Answer() for path in paths}) as upstream:
         for spelling, path in zip(spellings, paths, strict=True):
@@ -80,9 +84,15 @@ def test_every_spelling_of_a_site_reads_one_robots_txt(agent, open_loopback):
                 "/v1/fetch",
                 {"url": f"http://{spelling}:{upstream.port}{path}", "options": {"robots": True}},
             ).status_code
-            for spelling, path in [("127.0.0.1", "/public"), ("127.1", "/private/x"), ("0x7f.1", "/public")]
+            for spelling, path in [
+                ("127.0.0.1", "/public"),
+                ("127.1", "/private/x"),
+                ("0x7f.1", "/public"),
+                ("[::ffff:127.0.0.1]", "/private/x"),
+                ("[::ffff:7f00:1]", "/public"),
+            ]
         ]
-        assert answers == [200, 403, 200]
+        assert answers == [200, 403, 200, 403, 200]
         assert upstream.count("/robots.txt") == 1
     kept = CachedDocument.objects.get(partition="robots|fleet")
     assert kept.url == f"http://127.0.0.1:{upstream.port}/robots.txt"
@@ -97,6 +107,7 @@ def test_every_spelling_of_a_site_reads_one_robots_txt(agent, open_loopback):
         ("https://example.org:8443/a", "https://example.org:8443/robots.txt"),
         ("HTTP://127.1:8001/a", "http://127.0.0.1:8001/robots.txt"),
         ("http://[::1]:8001/a", "http://[::1]:8001/robots.txt"),
+        ("http://[::ffff:127.0.0.1]:8001/a", "http://127.0.0.1:8001/robots.txt"),
     ],
 )
 def test_robots_txt_is_asked_for_at_one_spelling_of_the_site(url, governed_by):
@@ -104,7 +115,13 @@ def test_robots_txt_is_asked_for_at_one_spelling_of_the_site(url, governed_by):
 
 
 @pytest.mark.parametrize(
-    "callback_url", ["http://127.1:9000/hook", "http://0x7f.0.0.1./hook", "http://127.0.0.1/hook"]
+    "callback_url",
+    [
+        "http://127.1:9000/hook",
+        "http://0x7f.0.0.1./hook",
+        "http://127.0.0.1/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+    ],
 )
 def test_a_webhooks_receiving_host_is_its_canonical_name(callback_url):
     assert webhooks.host_of(callback_url) == "127.0.0.1"

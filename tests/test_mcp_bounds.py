@@ -21,8 +21,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from batch import jobs
+from batch.models import ApiKey, BatchJob
+
 from .deployment import Deployment, wait_for
-from .factories import MakeCaller
+from .factories import MakeCaller, make_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.mcp]
 
@@ -317,3 +320,56 @@ def test_a_body_over_the_limit_is_413_with_the_envelope_declared_or_streamed(mcp
     # Only a caller's body is read: without a key it is 401 before that.
     status, _, body = request(url, "POST", None, too_large, JSON_HEADERS)
     assert (status, json.loads(body)["code"]) == (401, "unauthorized")
+
+
+def rpc_message(method: str, params: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+
+
+HANDSHAKE_ERA = {**JSON_HEADERS, "MCP-Protocol-Version": "2025-11-25"}
+
+
+def test_held_task_results_hold_no_thread_and_another_key_is_served_at_once(mcp, make_caller: MakeCaller):
+    _, url = mcp
+    keys = [make_caller(f"waiter-{n}")[1].raw_key for n in range(4)]
+    job_ids = [make_job(ApiKey.objects.get(name=f"waiter-{n}"), "queued").id for n in range(4)]
+    answers: list[tuple[str, dict[str, Any]]] = []
+
+    def post(key: str, method: str, params: dict[str, Any]) -> tuple[int, Any]:
+        status, _, body = request(url, "POST", key, rpc_message(method, params), HANDSHAKE_ERA, timeout=60)
+        return status, json.loads(body)
+
+    def task_result(key: str, job_id: str) -> None:
+        answers.append((job_id, post(key, "tasks/result", {"taskId": job_id})[1]))
+
+    # Four keys, four calls each (no cluster runs: the jobs wait), as many as the process has
+    # threads for tool calls.
+    held = [
+        threading.Thread(target=task_result, args=(key, job_id))
+        for key, job_id in zip(keys, job_ids, strict=True)
+        for _ in range(4)
+    ]
+    for thread in held:
+        thread.start()
+    try:
+        # Every waiting key holds its four calls: a fifth is refused busy at once.
+        for key in keys:
+
+            def busy(key: str = key) -> bool:
+                return post(key, "tools/list", {})[0] == 429
+
+            wait_for(busy, what="four held calls of a key")
+        _, fifth = make_caller("fifth")
+        status, body = post(fifth.raw_key, "tools/list", {})
+        assert status == 200
+        assert {tool["name"] for tool in body["result"]["tools"]} >= {"fetch", "batch_get"}
+        assert answers == []
+    finally:
+        for job_id in job_ids:  # each task ends: its held results answer
+            jobs.cancel(BatchJob.objects.get(pk=job_id))
+        for thread in held:
+            thread.join(30)
+    assert len(answers) == 16
+    for job_id, answer in answers:
+        assert answer["result"]["structuredContent"]["status"] == "cancelled"
+        assert answer["result"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": job_id}

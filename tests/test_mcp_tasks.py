@@ -241,4 +241,27 @@ def test_a_job_whose_every_target_failed_is_a_failed_task_then_a_completed_tool_
     assert got["status"] == "completed"
     assert got["result"]["structuredContent"]["status"] == "failed"
     assert got["result"]["structuredContent"]["targets"][0]["outcome"] == "timeout"
-    assert "1 failed" in got["statusMessage"]
+    assert got["statusMessage"].startswith("job failed: 1 of 1 targets ended, 1 failed")
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    ["²", "9" * 5000, str(2**70), str(2**31), "-1", "1.0", "", 20, None, ["20"]],
+    ids=[
+        "superscript", "5000-digits", "2^70", "2^31", "negative", "decimal", "empty", "number", "null",
+        "list",
+    ],
+)  # fmt: skip
+def test_a_tasks_list_cursor_this_server_never_gave_is_invalid_params_with_a_hint(
+    deployment, make_caller, cursor
+):
+    key = caller(make_caller)
+    url = f"http://127.0.0.1:{deployment.mcp_port}/mcp"
+    answer = rpc(url, key, "tasks/list", {"cursor": cursor})
+    if cursor is None:  # no cursor: the first page
+        assert answer["result"]["tasks"] == []
+        return
+    error = answer["error"]
+    assert error["code"] == INVALID_PARAMS
+    assert error["message"].startswith("cursor:")
+    assert "nextCursor" in error["data"]

@@ -14,7 +14,7 @@ from batch import jobs, retention
 from batch.models import BatchJob, BatchTarget
 from doors.validation import validate_targets
 
-from .factories import make_job, submit
+from .factories import done_target, make_job, submit
 
 URL = "https://example.org/"
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -205,3 +205,60 @@ def test_evict_batches_removes_every_callers_excess_and_prints_it(agent, make_ca
     assert out.getvalue().strip() == "evict: removed 2 jobs, 2 targets, 200 bytes"
     assert BatchJob.objects.filter(caller=caller).count() == 3
     assert BatchJob.objects.filter(caller=other).count() == 3
+
+
+# --- the byte budget's fair turns ------------------------------------------------------------
+
+
+def _unread_job(caller, *, n_bytes: int, minutes: int) -> BatchJob:
+    """A job submitted a minute before it finished at T0 + ``minutes``, and not read since."""
+    at = T0 + timedelta(minutes=minutes)
+    return make_job(
+        caller, "done", targets=[done_target()], created_at=at - timedelta(minutes=1), finished_at=at,
+        n_bytes=n_bytes,
+    )  # fmt: skip
+
+
+def test_one_callers_big_jobs_never_evict_another_callers_unread_result(make_caller):
+    polite, polite_client = make_caller("polite")
+    hog, _ = make_caller("hog")
+    unread = _unread_job(polite, n_bytes=100, minutes=0)  # the oldest of all
+    older_hog = _finished_job(hog, n_bytes=500, minutes=1)
+    newer_hog = _finished_job(hog, n_bytes=500, minutes=2)
+    removed = retention.evict_oldest(max_bytes=800)
+    assert removed == retention.Removed(jobs=1, targets=1, bytes=500)
+    assert set(BatchJob.objects.values_list("pk", flat=True)) == {unread.pk, newer_hog.pk}
+    assert not BatchJob.objects.filter(pk=older_hog.pk).exists()
+    response = polite_client.get(f"/v1/batch/{unread.pk}")
+    assert (response.status_code, response.json()["status"]) == (200, "done")
+
+
+def test_callers_over_their_share_lose_their_oldest_first_then_read_jobs_then_unread_ones(make_caller):
+    first, _ = make_caller("first")
+    second, _ = make_caller("second")
+    third, _ = make_caller("third")
+    # The budget of 900 gives each of the three callers holding finished jobs 300.
+    first_unread = _unread_job(first, n_bytes=200, minutes=0)
+    second_read = _finished_job(second, n_bytes=200, minutes=1)
+    third_old = _finished_job(third, n_bytes=250, minutes=2)
+    third_live = _live_job(third, n_bytes=100, minutes=3)  # counts in its caller's bytes, never goes
+    third_new = _finished_job(third, n_bytes=250, minutes=4)
+    order = list(retention.eviction_order(900).values_list("pk", flat=True))
+    assert order == [third_old.pk, third_new.pk, second_read.pk, first_unread.pk]
+    # 1000 stored: the over-share caller's oldest job alone brings them within the budget.
+    assert retention.evict_oldest(max_bytes=900) == retention.Removed(jobs=1, targets=1, bytes=250)
+    assert set(BatchJob.objects.values_list("pk", flat=True)) == {
+        first_unread.pk, second_read.pk, third_live.pk, third_new.pk,
+    }  # fmt: skip
+
+
+def test_within_their_shares_a_job_its_owner_read_goes_before_an_older_unread_one(make_caller):
+    reader, _ = make_caller("reader")
+    away, _ = make_caller("away")
+    busy, _ = make_caller("busy")
+    unread = _unread_job(away, n_bytes=200, minutes=0)
+    read = _finished_job(reader, n_bytes=200, minutes=1)
+    _live_job(busy, n_bytes=300, minutes=2)  # holds no finished job: the share is 600 / 2
+    assert retention.evict_oldest(max_bytes=600) == retention.Removed(jobs=1, targets=1, bytes=200)
+    assert not BatchJob.objects.filter(pk=read.pk).exists()
+    assert BatchJob.objects.filter(pk=unread.pk).exists()

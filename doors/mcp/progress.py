@@ -4,6 +4,7 @@
 The wait happens here, on the event loop, following the job through the process's job watch
 (``doors.streams``, the one that feeds the event streams): each time a target ends, progress is
 the targets ended and total the targets. The tool then reads the job without waiting again.
+``tasks/result`` waits for its task's end the same way (``until_ended``).
 """
 
 from __future__ import annotations
@@ -73,3 +74,19 @@ async def wait_reporting(
     finally:
         watch.unfollow(job_id, moved)
     return {**arguments, "wait": 0}
+
+
+async def until_ended(caller: ApiKey, job_id: str) -> None:
+    """Return once the caller's job has ended or is gone, waiting on the event loop through the
+    process's job watch: a wait of any length holds no thread (``tasks/result``)."""
+    watch = streams.job_watch()
+    moved = watch.follow(job_id)
+    try:
+        while True:
+            moved.clear()  # before reading: a move during the read wakes the wait at once
+            state = await streams.in_query_thread(job_progress, caller, job_id)
+            if state is None or not state[0]:
+                return
+            await moved.wait()
+    finally:
+        watch.unfollow(job_id, moved)

@@ -28,13 +28,13 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from batch.errors import Refusal, Refused
 from batch.models import ApiKey
 from doors.auth import caller_for_key
-from doors.errors import refusal_body
 from doors.mcp import progress, tasks, tools
+from doors.middleware import replay, request_body, send_refusal
 from fetch.outcomes import RetryAfter
 
 PATH = "/mcp"
@@ -49,10 +49,20 @@ INSTRUCTIONS = (
 )
 
 
+# Key lookups have threads of their own: calls held in the THREADS never delay another caller's
+# lookup, so a caller is always told at once whether it may come in (or is busy).
+KEY_THREADS = 4
+
+
 @cache
 def _limiter() -> anyio.CapacityLimiter:
     # Made on first use, inside the running event loop.
     return anyio.CapacityLimiter(THREADS)
+
+
+@cache
+def _key_limiter() -> anyio.CapacityLimiter:
+    return anyio.CapacityLimiter(KEY_THREADS)
 
 
 async def in_thread(function: Any, *args: Any) -> Any:
@@ -202,13 +212,14 @@ class KeyGate:
         try:
             caller = await self._admit(scope)
             with self.in_flight.hold(caller.pk):
-                body = await _request_body(scope, receive)
+                body = await request_body(scope, receive)
                 if body is not None:  # None: the client went away while sending it
                     app = self.streaming if asks_for_progress(scope, body) else self.app
-                    await app({**scope, CALLER: caller}, _replay(body, receive), send)
+                    await app({**scope, CALLER: caller}, replay(body, receive), send)
         except Refused as exc:
-            # Raised only before the SDK is called, so nothing has been sent yet.
-            await _refuse(exc, send)
+            # Raised only before the SDK is called, so nothing has been sent yet; a body left
+            # unread ends the connection.
+            await send_refusal(exc, send, close=exc.code == Refusal.TOO_LARGE)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         await receive()  # lifespan.startup
@@ -231,7 +242,7 @@ class KeyGate:
         scheme, _, raw_key = headers.get("authorization", "").partition(" ")
         caller = None
         if scheme.lower() == "bearer" and raw_key.strip():
-            caller = await in_thread(_caller_for_key, raw_key.strip())
+            caller = await anyio.to_thread.run_sync(_caller_for_key, raw_key.strip(), limiter=_key_limiter())
         if caller is None:
             raise Refused(
                 Refusal.UNAUTHORIZED, "missing or unknown API key", "Send Authorization: Bearer <your key>."
@@ -252,54 +263,3 @@ def _caller_for_key(raw_key: str) -> ApiKey | None:
         return caller_for_key(raw_key)
     finally:
         close_old_connections()
-
-
-async def _request_body(scope: Scope, receive: Receive) -> bytes | None:
-    """The whole request body, refused ``too_large`` past ``SIFT_MAX_REQUEST_BYTES`` as soon as
-    it is known to be (the declared length, else the bytes received); ``None`` on a disconnect."""
-    limit = settings.SIFT_MAX_REQUEST_BYTES
-    declared = Headers(scope=scope).get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
-    body = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        body += message.get("body", b"")
-        if len(body) > limit:
-            raise _too_large(limit)
-        if not message.get("more_body", False):
-            return bytes(body)
-
-
-def _too_large(limit: int) -> Refused:
-    return Refused(
-        Refusal.TOO_LARGE,
-        f"the request body is larger than {limit} bytes",
-        "Send fewer or shorter targets per request.",
-    )
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """``receive`` for the SDK: the body already read, then whatever the client sends next (a disconnect)."""
-    pending = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def replay() -> Message:
-        return pending.pop() if pending else await receive()
-
-    return replay
-
-
-async def _refuse(exc: Refused, send: Send) -> None:
-    envelope = refusal_body(exc)
-    body = json.dumps(envelope).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if exc.code in (Refusal.UNAUTHORIZED, Refusal.FORBIDDEN):
-        headers.append((b"www-authenticate", b'Bearer realm="sift"'))
-    if exc.code == Refusal.METHOD_NOT_ALLOWED:
-        headers.append((b"allow", b"POST"))
-    if "retry_after" in envelope:
-        headers.append((b"retry-after", str(envelope["retry_after"]).encode()))
-    await send({"type": "http.response.start", "status": exc.http_status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

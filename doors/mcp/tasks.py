@@ -13,7 +13,6 @@ unknown as a missing one.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -26,8 +25,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from batch import jobs
 from batch.errors import Refused
-from batch.models import ApiKey, BatchJob, JobStatus
-from doors.mcp import tools
+from batch.models import MAX_DB_INT, ApiKey, BatchJob, JobStatus
+from doors.mcp import progress, tools
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
@@ -37,8 +36,6 @@ MISSING_CAPABILITY = -32021
 CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 TASK_TOOL = "batch_submit"
 POLL_MS = 2000
-# Seconds one batch_get wait may last (its most); tasks/result waits as many times as it takes.
-WAIT = 60
 PAGE = 20
 STATUSES = {
     JobStatus.QUEUED: "working",
@@ -75,8 +72,11 @@ def task(job: BatchJob, *, modern: bool) -> dict[str, Any]:
 
 
 def _message(job: BatchJob) -> str:
-    ended = job.targets_done + job.targets_failed
-    message = f"job {job.status}: {ended} of {job.targets_total} targets ended, {job.targets_failed} failed"
+    # targets_done counts every target that ended, the failed ones among them.
+    message = (
+        f"job {job.status}: {job.targets_done} of {job.targets_total} targets ended, "
+        f"{job.targets_failed} failed"
+    )
     return f"{message}; {job.error}" if job.error else message
 
 
@@ -146,15 +146,27 @@ def get(caller: ApiKey, params: Mapping[str, Any], modern: bool) -> dict[str, An
 
 
 @_fresh
-def result(caller: ApiKey, params: Mapping[str, Any], modern: bool) -> dict[str, Any]:
-    """The job's results, once it has finished: waits as ``batch_get`` may, again and again."""
-    job = _job(caller, params)
-    answer = _job_result(caller, job.id, WAIT)
-    while answer["structuredContent"]["status"] in (JobStatus.QUEUED, JobStatus.RUNNING):
-        if answer["structuredContent"]["wait_cut_short"]:  # no wait slot free: poll instead
-            time.sleep(POLL_MS / 1000)
-        answer = _job_result(caller, job.id, WAIT)
-    answer["_meta"] = {RELATED_TASK: {"taskId": job.id}}
+def found(caller: ApiKey, params: Mapping[str, Any], modern: bool) -> str:
+    """The id of the caller's task named in ``params`` (its job touched), or ``_not_found``."""
+    return _job(caller, params).id
+
+
+@_fresh
+def result_now(caller: ApiKey, job_id: str) -> dict[str, Any]:
+    """The ended job's results as ``batch_get`` answers them, marked as the task's."""
+    answer = _job_result(caller, job_id, 0)
+    answer["_meta"] = {RELATED_TASK: {"taskId": job_id}}
+    return answer
+
+
+async def result(in_thread: InThread, caller: ApiKey, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``tasks/result``: the job's results once it has ended. The tasks spec has it block until
+    then; the wait is on the event loop (``progress.until_ended``), so however many calls wait,
+    no thread is held and other callers' calls are served. ``SIFT_MCP_PER_CALLER`` bounds the
+    calls a caller holds."""
+    job_id = await in_thread(found, caller, params, False)
+    await progress.until_ended(caller, job_id)
+    answer: dict[str, Any] = await in_thread(result_now, caller, job_id)
     return answer
 
 
@@ -180,10 +192,7 @@ def update(caller: ApiKey, params: Mapping[str, Any], modern: bool) -> dict[str,
 
 @_fresh
 def listed(caller: ApiKey, params: Mapping[str, Any], modern: bool) -> dict[str, Any]:
-    cursor = params.get("cursor")
-    if cursor is not None and not (isinstance(cursor, str) and cursor.isdigit()):
-        raise MCPError(INVALID_PARAMS, "cursor: pass back the nextCursor of the previous page")
-    offset = int(cursor or 0)
+    offset = _offset(params.get("cursor"))
     page, count = jobs.list_jobs(caller, limit=PAGE, offset=offset)
     answer: dict[str, Any] = {"tasks": [task(job, modern=False) for job in page]}
     if offset + len(page) < count:
@@ -191,8 +200,27 @@ def listed(caller: ApiKey, params: Mapping[str, Any], modern: bool) -> dict[str,
     return answer
 
 
-SERVED = {"tasks/get": get, "tasks/result": result, "tasks/cancel": cancel, "tasks/update": update}
-SERVED["tasks/list"] = listed
+def _offset(cursor: Any) -> int:
+    """The offset a ``nextCursor`` stands for; ``INVALID_PARAMS`` with a hint for anything else
+    (a number's length is checked before ``int()``, which refuses more digits than Python's limit)."""
+    if cursor is None:
+        return 0
+    if (
+        isinstance(cursor, str)
+        and cursor.isascii()
+        and cursor.isdigit()
+        and len(cursor) <= len(str(MAX_DB_INT))
+        and int(cursor) <= MAX_DB_INT
+    ):
+        return int(cursor)
+    raise MCPError(
+        INVALID_PARAMS,
+        "cursor: not a cursor this server gave",
+        "Pass back the nextCursor of the previous page as it came, or no cursor for the first page.",
+    )
+
+
+SERVED = {"tasks/get": get, "tasks/cancel": cancel, "tasks/update": update, "tasks/list": listed}
 
 
 def declares_extension(params: Mapping[str, Any] | None) -> bool:
@@ -239,6 +267,8 @@ class TaskMiddleware:
         if method in (EXTENSION_METHODS if modern else HANDSHAKE_METHODS):
             if modern and not declares_extension(params):
                 raise _missing_capability()
+            if method == "tasks/result":
+                return await result(self.in_thread, self._caller(ctx), params)
             return await self.in_thread(SERVED[method], self._caller(ctx), params, modern)
         return await call_next(ctx)
 

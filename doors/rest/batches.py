@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from ninja import Header, Path, Query, Router, Status
 
 from batch import jobs
@@ -17,6 +18,7 @@ from batch.summaries import job_summary, target_out
 from doors.auth import BatchAuth, caller_of
 from doors.callbacks import validate_callback_url
 from doors.idempotency import HEADER, MAX_LENGTH, validate_idempotency_key
+from doors.rest import job_body
 from doors.rest.openapi import error_responses
 from doors.rest.schemas import JobOut, JobPage, JobSummary, SubmitIn, SubmitOut, TargetOut
 from doors.validation import validate_targets
@@ -24,6 +26,7 @@ from doors.validation import validate_targets
 SUBMIT_ERRORS = error_responses(400, 401, 403, 413, 422, 429, 500, 503)
 LIST_ERRORS = error_responses(400, 401, 403, 500, 503)
 JOB_ERRORS = error_responses(400, 401, 403, 404, 500, 503)
+READ_ERRORS = error_responses(400, 401, 403, 404, 429, 500, 503)
 CANCEL_ERRORS = error_responses(400, 401, 403, 404, 409, 500, 503)
 
 JobId = Annotated[
@@ -77,11 +80,15 @@ def list_batches(
     return {"items": items, "count": count, "limit": limit, "offset": offset}
 
 
-@router.get("/{job_id}", response={200: JobOut, **JOB_ERRORS}, summary="A job with its targets and results")
+@router.get("/{job_id}", response={200: JobOut, **READ_ERRORS}, summary="A job with its targets and results")
 def get_batch(
     request: HttpRequest, job_id: JobId, wait: int = Query(0, ge=0, le=60), content: bool = True
-) -> dict[str, Any]:
-    return jobs.read_job(caller_of(request), job_id, wait=wait, content=content)
+) -> dict[str, Any] | HttpResponseBase:
+    caller = caller_of(request)
+    waited = jobs.wait_for_job(caller, job_id, wait=wait)
+    if job_body.too_large_to_hold(waited):
+        return job_body.job_answer(caller, waited, content=content)
+    return jobs.job_with_targets(caller, waited, content=content)
 
 
 @router.get(

@@ -89,7 +89,12 @@ async def batch_events(
 
 def _resume_after(last_event_id: str | None) -> int:
     value = (last_event_id or "0").strip()
-    if not (value.isascii() and value.isdigit()) or int(value) > MAX_DB_INT:
+    # The length first: int() refuses more digits than Python's limit on a string's conversion.
+    if (
+        len(value) > len(str(MAX_DB_INT))
+        or not (value.isascii() and value.isdigit())
+        or int(value) > MAX_DB_INT
+    ):
         raise Refused(
             Refusal.INVALID_REQUEST,
             "Last-Event-ID is not an event id",

@@ -19,8 +19,9 @@ def canonical_host(hostname: str) -> str:
     root's trailing dot; an IP address in its canonical form.
 
     ``127.1``, ``0x7f.0.0.1`` and ``2130706433`` are all ``127.0.0.1``, as the resolver reads
-    them; ``[::FFFF:7f00:1]`` is ``::ffff:7f00:1``. A name IDNA refuses is only lower-cased (the
-    guard refuses it anyway).
+    them. An IPv4-mapped IPv6 address (``[::ffff:127.0.0.1]``, ``[::FFFF:7f00:1]``) is the IPv4
+    address it maps, the host a connection to it reaches. A name IDNA refuses is only lower-cased
+    (the guard refuses it anyway).
     """
     host = hostname.strip("[]").lower()
     if not host.isascii():
@@ -29,9 +30,10 @@ def canonical_host(hostname: str) -> str:
     host = host.removesuffix(".")
     if ":" in host:
         try:
-            return str(ipaddress.IPv6Address(host))
+            address = ipaddress.IPv6Address(host)
         except ValueError:
             return host
+        return str(address.ipv4_mapped or address)
     try:
         return socket.inet_ntoa(socket.inet_aton(host))
     except OSError:  # not an IPv4 address in any of the forms the resolver accepts
