@@ -9,7 +9,7 @@ the same guarded client (``post_webhook``).
 from __future__ import annotations
 
 from batch.engine.worker import Caller, Result, RetryLater, TargetFailed
-from batch.webhooks import Answer
+from batch.webhooks.delivery import Answer
 from fetch import cache, client, pipeline
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome

@@ -12,7 +12,7 @@ import itertools
 
 import pytest
 
-from batch import webhooks
+from batch.webhooks import events
 from fetch.models import CachedDocument
 from fetch.politeness import robots
 from fetch.wire import hostnames
@@ -107,4 +107,4 @@ def test_robots_txt_is_asked_for_at_one_spelling_of_the_site(url, governed_by):
     "callback_url", ["http://127.1:9000/hook", "http://0x7f.0.0.1./hook", "http://127.0.0.1/hook"]
 )
 def test_a_webhooks_receiving_host_is_its_canonical_name(callback_url):
-    assert webhooks.host_of(callback_url) == "127.0.0.1"
+    assert events.host_of(callback_url) == "127.0.0.1"
