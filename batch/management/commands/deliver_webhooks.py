@@ -15,6 +15,7 @@ from types import FrameType
 from typing import Any
 
 from django.conf import settings
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
 from django.utils import timezone
@@ -38,6 +39,8 @@ class Command(BaseCommand):
         "with backoff (docs/webhooks.md). The Procfile's webhooks line; stops within 20 s."
     )
 
+    # Not the URL configuration's check, which would import every door and the fetch pipeline.
+    requires_system_checks = [Tags.models, Tags.compatibility, Tags.security]
     stop_signal = 0  # set in a handler, so a plain attribute
     database_gone = False
 
