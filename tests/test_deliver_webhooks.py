@@ -148,6 +148,6 @@ def test_the_line_waits_out_a_database_that_went_away_and_delivers_on(server: Pr
             ids = [post.headers["webhook-id"] for post in hook.posts()]
         assert ids == ["msg_before", "msg_after"]
         assert deployment.processes["webhooks"].poll() is None
-        assert "database back" in deployment.log("webhooks")
+        assert "the database answers again" in deployment.log("webhooks")
     finally:
         deployment.stop_all()

@@ -314,8 +314,7 @@ class Senders:
             answer = attempt(claimed, self._send)
             outcome = "delivered" if answer.delivered else "failed"
         except DatabaseError:
-            # Not recorded: the claim's lease runs out and the attempt is made again.
-            log.warning("webhook %s: database unavailable", claimed.event_id, exc_info=True)
+            log.warning("webhook %s: not recorded; made again after its lease", claimed.event_id, exc_info=True)
         finally:
             if not self._inline:
                 connection.close()  # senders keep no connection open between attempts

@@ -42,7 +42,7 @@ class Command(BaseCommand):
     # Not the URL configuration's check, which would import every door and the fetch pipeline.
     requires_system_checks = [Tags.models, Tags.compatibility, Tags.security]
     stop_signal = 0  # set in a handler, so a plain attribute
-    database_gone = False
+    failing = False  # since the last round that worked
 
     def handle(self, *args: Any, **options: Any) -> str:
         for stop_signal in STOP_SIGNALS:
@@ -75,13 +75,13 @@ class Command(BaseCommand):
             pause = delivery.seconds_until_due(began)
         except DatabaseError as error:
             connection.close()  # a broken connection is never reused; the next round makes one
-            if not database_went_away(error):
-                log.warning("deliver_webhooks: a round failed; trying again", exc_info=True)
-            elif not self.database_gone:
-                log.warning("deliver_webhooks: database unavailable; trying again every second")
-            self.database_gone = database_went_away(error)
+            if not self.failing:  # once a streak: a database that is down fails every round
+                gone = database_went_away(error)
+                what = "database unavailable" if gone else "a round failed"
+                log.warning("deliver_webhooks: %s; trying again every second", what, exc_info=not gone)
+            self.failing = True
             return delivery.POLL_SECONDS
-        if self.database_gone:
-            log.info("deliver_webhooks: database back")
-            self.database_gone = False
+        if self.failing:
+            log.info("deliver_webhooks: the database answers again")
+            self.failing = False
         return pause
