@@ -314,7 +314,9 @@ class Senders:
             answer = attempt(claimed, self._send)
             outcome = "delivered" if answer.delivered else "failed"
         except DatabaseError:
-            log.warning("webhook %s: not recorded; made again after its lease", claimed.event_id, exc_info=True)
+            log.warning(
+                "webhook %s: not recorded; made again after its lease", claimed.event_id, exc_info=True
+            )
         finally:
             if not self._inline:
                 connection.close()  # senders keep no connection open between attempts
