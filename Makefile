@@ -6,7 +6,7 @@ PORT ?= 8000
 # The Procfile's mcp process (uvicorn, /mcp) listens on the next port. honcho hands every process a
 # PORT of its own (8000, 8100, 8200, ...), so the mcp line reads MCP_PORT instead.
 MCP_PORT ?= $(shell expr $(PORT) + 1)
-# Web and cluster write their metrics here and /metrics adds them up (docs/metrics.md).
+# Web, cluster and the webhooks line write their metrics here; /metrics adds them up (docs/metrics.md).
 METRICS_DIR ?= $(CURDIR)/var/metrics
 # Django's signing key, shared by web, cluster and commands; settings read it when SECRET_KEY is unset.
 SECRET_KEY_FILE ?= var/secret_key

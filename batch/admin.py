@@ -22,13 +22,14 @@ from django.template.defaultfilters import filesizeformat
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from batch import jobs, webhooks
-from batch.models import ApiKey, BatchJob, BatchTarget, TargetStatus, WebhookAttempt
+from batch import jobs
+from batch.models import ApiKey, BatchJob, BatchTarget, TargetStatus, WebhookDelivery
 from batch.summaries import webhook_state
+from batch.webhooks import signing
 
 admin.site.site_header = "sift console"
 admin.site.site_title = "sift console"
@@ -126,15 +127,24 @@ class TargetInline(TargetsFollowTheirJob, admin.TabularInline):
         return _result_size(target)
 
 
-class WebhookAttemptInline(TargetsFollowTheirJob, admin.TabularInline):
-    """Each POST of the job's webhook: when, and the receiver's status or why none came."""
+class WebhookDeliveryInline(TargetsFollowTheirJob, admin.TabularInline):
+    """The job's webhook deliveries (its ``batch.finished`` event), each with every POST: when,
+    and the receiver's status or why none came."""
 
-    model = WebhookAttempt
-    fields = ("at", "status", "error")
+    model = WebhookDelivery
+    fields = ("event_id", "event_type", "state", "due_at", "attempt_list")
     readonly_fields = fields
     extra = 0
     can_delete = False
-    verbose_name_plural = "webhook attempts"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookDelivery]:
+        return super().get_queryset(request).prefetch_related("attempts")
+
+    @admin.display(description="attempts")
+    def attempt_list(self, delivery: WebhookDelivery) -> str:
+        row = '<tr class="webhook-attempt"><td>{}</td><td>{}</td><td>{}</td></tr>'
+        tried = [(display_for_value(a.at, ""), a.status or "-", a.error) for a in delivery.attempts.all()]
+        return format_html("<table>{}</table>", format_html_join("", row, tried)) if tried else "-"
 
 
 @admin.register(BatchJob)
@@ -154,7 +164,7 @@ class BatchJobAdmin(admin.ModelAdmin):
     list_select_related = ["caller"]
     ordering = ["-created_at", "-id"]
     actions = ["cancel_selected"]
-    inlines = [TargetInline, WebhookAttemptInline]
+    inlines = [TargetInline, WebhookDeliveryInline]
     fieldsets = [
         (None, {"fields": ["id", "caller", "caller_class", "status", "error"]}),
         (
@@ -382,7 +392,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         """Confirm, then give each key a new secret and show the new secrets, this once."""
         keys = list(queryset.order_by("name"))
         confirmed = request.POST.get("post") == "yes"
-        rotated = [(key, webhooks.rotate_secret(key)) for key in keys] if confirmed else []
+        rotated = [(key, signing.rotate_secret(key)) for key in keys] if confirmed else []
         for key, _ in rotated:
             self.log_change(request, key, "Rotated the webhook secret.")
         title = "Webhook secrets rotated" if confirmed else "Rotate webhook secrets"

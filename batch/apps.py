@@ -13,11 +13,10 @@ class BatchConfig(AppConfig):
         from django_q.signals import post_spawn  # noqa: PLC0415
 
         # checks registers the rules between settings (sift.E001, ...) as it is imported.
-        from batch import checks, webhooks  # noqa: F401, PLC0415
+        from batch import checks  # noqa: F401, PLC0415
         from batch.engine import stopping, wakeups  # noqa: PLC0415
         from batch.engine.heartbeat import start_heartbeat  # noqa: PLC0415
 
         post_spawn.connect(start_heartbeat, dispatch_uid="sift-heartbeat")
         post_spawn.connect(wakeups.wake_on_process_start, dispatch_uid="sift-wake-on-start")
         post_spawn.connect(stopping.install, dispatch_uid="sift-stopping")
-        post_spawn.connect(webhooks.start_delivery, dispatch_uid="sift-webhooks")

@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet, prefetch_related_objects
 from django.utils import timezone
 
-from batch import metrics, retention, waits, webhooks
+from batch import metrics, retention, waits
 from batch.engine import wakeups
 from batch.errors import Refusal, Refused
 from batch.models import (
@@ -36,6 +36,7 @@ from batch.models import (
     SubmitLock,
 )
 from batch.summaries import job_summary, target_out
+from batch.webhooks import events
 from fetch.outcomes import RetryAfter
 from fetch.targets import Target
 
@@ -325,7 +326,7 @@ def list_jobs(caller: ApiKey, *, limit: int, offset: int) -> tuple[list[BatchJob
     BatchJob.objects.filter(pk__in=[j.pk for j in jobs]).update(last_read_at=now)
     for job in jobs:
         job.last_read_at = now
-    prefetch_related_objects(jobs, "webhook", "webhook_attempts")  # what job_summary reads
+    prefetch_related_objects(jobs, "webhook_deliveries__attempts")  # what job_summary reads
     return jobs, BatchJob.objects.filter(caller=caller).count()
 
 
@@ -341,7 +342,7 @@ def cancel(job: BatchJob) -> bool:
             status=JobStatus.CANCELLED, finished_at=now, last_read_at=now
         )
         if changed:
-            webhooks.job_finished(job.pk, now)
+            events.job_finished(job.pk, now)
     job.refresh_from_db()
     if changed:
         metrics.JOBS.labels("cancelled").inc()

@@ -1,22 +1,23 @@
 """The ``sift_*`` Prometheus series (docs/metrics.md).
 
 Counters and histograms are plain prometheus_client metrics; with ``PROMETHEUS_MULTIPROC_DIR``
-set (the Makefile and the Procfile environment set it) every process — gunicorn workers and
-cluster workers alike — writes them to files in that directory and ``/metrics`` adds them up.
-Gauges that describe the queue are read from the database at scrape time instead, so they are
-right whichever process changed the queue and never drift when a process dies.
+set (the Makefile and the Procfile environment set it) every process — gunicorn workers, cluster
+workers, ``deliver_webhooks`` — writes them to files in that directory and ``/metrics`` adds them
+up. Gauges that describe the queue and the webhooks' backlog are read from the database at scrape
+time instead, so they are right whichever process changed them and never drift when one dies.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Min, Q, Sum
+from django.utils import timezone
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, TargetStatus
+from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, TargetStatus, WebhookDelivery
 
 JOBS = Counter(
     "sift_batch_jobs", "Batch jobs by outcome: created, reused, done, partial, failed, cancelled", ["outcome"]
@@ -39,10 +40,22 @@ SWEPT = Counter("sift_batch_swept", "Jobs deleted after their TTL")
 MCP_CALLS = Counter(
     "sift_mcp_calls", "MCP tool calls by tool and outcome (ok, or the error code)", ["tool", "outcome"]
 )
+WEBHOOK_DELIVERIES = Counter(
+    "sift_webhook_deliveries", "Webhook events delivered (a 2xx answer), by event type", ["event_type"]
+)
+WEBHOOK_FAILURES = Counter(
+    "sift_webhook_failures", "Webhook attempts that failed (no 2xx answer), by event type", ["event_type"]
+)
+WEBHOOK_RETRIES = Counter(
+    "sift_webhook_retries", "Failed webhook attempts to be made again after a backoff", ["event_type"]
+)
+WEBHOOK_GIVEN_UP = Counter(
+    "sift_webhook_given_up", "Webhook deliveries given up after SIFT_WEBHOOK_RETRY_FOR", ["event_type"]
+)
 
 
 class QueueCollector(Collector):
-    """Queue gauges computed from the database when ``/metrics`` is scraped."""
+    """Queue and webhook backlog gauges computed from the database when ``/metrics`` is scraped."""
 
     def collect(self) -> Iterator[Metric]:
         jobs = BatchJob.objects.aggregate(
@@ -58,3 +71,30 @@ class QueueCollector(Collector):
         yield GaugeMetricFamily(
             "sift_batch_result_bytes", "Stored result bytes of all batch jobs", value=jobs["stored"] or 0
         )
+        yield from webhook_backlog()
+
+
+def webhook_backlog() -> Iterator[Metric]:
+    now = timezone.now()
+    undelivered = WebhookDelivery.objects.filter(due_at__isnull=False)
+    backlog = undelivered.aggregate(
+        undelivered=Count("pk"),
+        due=Count("pk", filter=Q(due_at__lte=now)),
+        sending=Count("pk", filter=Q(sending_until__gt=now)),
+        oldest_due=Min("due_at", filter=Q(due_at__lte=now)),
+    )
+    oldest = backlog["oldest_due"]
+    yield GaugeMetricFamily(
+        "sift_webhook_due", "Webhook attempts due now and not in flight", value=backlog["due"]
+    )
+    yield GaugeMetricFamily("sift_webhook_sending", "Webhook attempts in flight", value=backlog["sending"])
+    yield GaugeMetricFamily(
+        "sift_webhook_undelivered",
+        "Webhook deliveries neither delivered nor given up (due, in flight or waiting to retry)",
+        value=backlog["undelivered"],
+    )
+    yield GaugeMetricFamily(
+        "sift_webhook_oldest_due_seconds",
+        "Seconds the oldest due webhook attempt has waited; 0 when none is due",
+        value=(now - oldest).total_seconds() if oldest else 0,
+    )

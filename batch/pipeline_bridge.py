@@ -4,13 +4,17 @@ This is the one module that knows both sides (docs/architecture.md): a batch tar
 exactly as ``/v1/fetch`` would fetch it, and the pipeline's ``FetchError`` becomes the worker's
 busy retry or the target's error, hint and outcome. A finished job's webhook goes out through
 the same guarded client (``post_webhook``).
+
+The pipeline itself is imported by the first fetch, not with this module: ``deliver_webhooks``
+loads ``post_webhook`` from here and needs only the client, not the pipeline's libraries
+(docs/webhooks.md, "Where delivery runs"). The cluster has it loaded before it forks its workers.
 """
 
 from __future__ import annotations
 
 from batch.engine.worker import Caller, Result, RetryLater, TargetFailed
-from batch.webhooks import Answer
-from fetch import cache, client, pipeline
+from batch.webhooks.delivery import Answer
+from fetch import cache, client
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
 from fetch.politeness.host_turns import HostNotDue
@@ -18,6 +22,8 @@ from fetch.targets import Target
 
 
 def fetch_target(caller: Caller, target: Target) -> Result:
+    from fetch import pipeline  # noqa: PLC0415 (see the module's docstring)
+
     try:
         partition = cache.partition_for(caller.name, caller.caller_class)
         envelope = pipeline.fetch(target, partition=partition, caller=caller.name, wait_for_host=False)

@@ -1,7 +1,7 @@
 """A job as its caller sees it: the summary the API answers and a finished job's webhook carries,
 and each of its targets.
 
-Shared by the HTTP surface (``batch/api``, MCP) and the job side (``batch/webhooks.py``), so the
+Shared by the HTTP surface (``batch/api``, MCP) and the job side (``batch/webhooks/events.py``), so the
 two can never describe a job differently (docs/api.md, docs/webhooks.md).
 """
 
@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
-
-from batch.models import ApiKey, BatchJob, BatchTarget, WebhookDelivery
+from batch.models import BATCH_FINISHED, ApiKey, BatchJob, BatchTarget, WebhookDelivery
 
 
 def job_summary(job: BatchJob, caller: ApiKey) -> dict[str, Any]:
@@ -58,11 +56,11 @@ def webhook_state(job: BatchJob) -> dict[str, Any] | None:
     """``None`` without a ``callback_url``; else where delivery stands and every attempt so far."""
     if not job.callback_url:
         return None
-    delivery = _delivery(job)
-    attempts = [] if delivery is None else list(job.webhook_attempts.all())
+    delivery = finished_delivery(job)
+    attempts = [] if delivery is None else list(delivery.attempts.all())
     return {
         "url": job.callback_url,
-        "state": _state(delivery),
+        "state": "waiting" if delivery is None else delivery.state,  # waiting: not finished yet
         "attempts": [
             {"at": attempt.at, "status": attempt.status, "error": attempt.error or None}
             for attempt in attempts
@@ -72,18 +70,7 @@ def webhook_state(job: BatchJob) -> dict[str, Any] | None:
     }
 
 
-def _delivery(job: BatchJob) -> WebhookDelivery | None:
-    try:
-        return job.webhook
-    except ObjectDoesNotExist:
-        return None
-
-
-def _state(delivery: WebhookDelivery | None) -> str:
-    if delivery is None:
-        return "waiting"  # the job has not finished
-    if delivery.delivered_at is not None:
-        return "delivered"
-    if delivery.gave_up_at is not None:
-        return "failed"
-    return "sending"
+def finished_delivery(job: BatchJob) -> WebhookDelivery | None:
+    """The delivery of the job's ``batch.finished`` event, once it finished; read through
+    ``webhook_deliveries`` so that a prefetch serves it."""
+    return next((d for d in job.webhook_deliveries.all() if d.event_type == BATCH_FINISHED), None)

@@ -1,4 +1,5 @@
-"""Run sift for real beside a test: a qcluster and a gunicorn subprocess on the test database."""
+"""Run sift for real beside a test: the Procfile's processes (the cluster, the webhooks line,
+gunicorn, mcp, render) as subprocesses on the test database."""
 
 from __future__ import annotations
 
@@ -124,6 +125,13 @@ class Deployment:
     def start_cluster(self, name: str = "cluster") -> None:
         # As the Procfile does: qcluster under the supervisor that can always stop it.
         self._spawn(name, [sys.executable, "manage.py", "run_cluster"])
+
+    def start_webhooks(self, **env: str) -> None:
+        """The Procfile's ``webhooks`` line (``deliver_webhooks``); returns once it delivers."""
+        self.start_procfile("webhooks", **env)
+        wait_for(
+            lambda: "deliver_webhooks: running" in self.log("webhooks"), 60, "the webhooks line to start"
+        )
 
     def start_web(self, workers: int = 2) -> None:
         gunicorn = str(Path(sys.executable).parent / "gunicorn")

@@ -12,7 +12,7 @@ import itertools
 
 import pytest
 
-from batch import webhooks
+from batch.webhooks import events
 from fetch.models import CachedDocument
 from fetch.politeness import robots
 from fetch.wire import hostnames
@@ -124,4 +124,4 @@ def test_robots_txt_is_asked_for_at_one_spelling_of_the_site(url, governed_by):
     ],
 )
 def test_a_webhooks_receiving_host_is_its_canonical_name(callback_url):
-    assert webhooks.host_of(callback_url) == "127.0.0.1"
+    assert events.host_of(callback_url) == "127.0.0.1"

@@ -1,6 +1,7 @@
 """Webhooks when a job finishes (docs/webhooks.md): callback_url at submit, signing, delivery,
-retries, the secret shown once and rotated. Real HTTP to a receiver on loopback; the delivery
-loop runs in the test's thread (``tests/test_webhooks_cluster.py`` runs it in a real cluster)."""
+retries, the secret shown once and rotated, events of other types, the metrics. Real HTTP to a
+receiver on loopback; ``deliver_webhooks``' loop runs in the test's thread, each attempt made there
+too (``tests/test_webhooks_cluster.py`` runs the Procfile's line beside a real cluster)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import Any
 
 import lxml.html
 import pytest
+import time_machine
+from django.conf import settings as django_settings
 from django.contrib.admin.models import LogEntry
 from django.core.management import call_command
 from django.db import connection
@@ -24,9 +27,10 @@ from django.urls import reverse
 from django.utils import timezone
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from batch import webhooks
 from batch.engine import worker
+from batch.management.commands.deliver_webhooks import Command as DeliverWebhooks
 from batch.models import ApiKey, BatchJob, WebhookAttempt, WebhookDelivery
+from batch.webhooks import delivery, events
 
 from . import fetchers
 from .factories import LOOPBACK, SCRIPTED_BASE, ApiClient, MakeCaller
@@ -58,16 +62,20 @@ def _run_targets() -> None:
 
 
 def _deliver_until(condition: Callable[[], bool], timeout: float = 30) -> None:
-    """Run the delivery loop here, sleeping until the next due attempt, until ``condition``."""
-    send = webhooks.load_sender()
+    """Run ``deliver_webhooks``' loop here, its attempts in this thread, until ``condition``."""
+    command = DeliverWebhooks()
+    senders = delivery.Senders(django_settings.SIFT_WEBHOOK_SENDING, delivery.load_sender(), inline=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        began = timezone.now()
-        webhooks.deliver_due(send)
+        pause = command.deliver_round(senders)
         if condition():
             return
-        time.sleep(max(webhooks.seconds_until_due(began), 0.01))
+        time.sleep(max(pause, 0.01))
     raise AssertionError(f"timed out after {timeout}s delivering webhooks")
+
+
+def _deliver_due() -> int:
+    return delivery.deliver_due(delivery.load_sender())
 
 
 def _verified(api_key: ApiKey, post: Any) -> dict[str, Any]:
@@ -161,7 +169,7 @@ def test_a_finished_job_posts_its_summary_once_signed_with_the_callers_secret(ag
         _run_targets()
         _deliver_until(lambda: bool(hook.posts()))
         for _ in range(3):
-            webhooks.deliver_due(webhooks.load_sender())
+            _deliver_due()
         posts = hook.posts()
     assert len(posts) == 1
     post = posts[0]
@@ -208,7 +216,7 @@ def test_a_receiver_answering_500_twice_then_200_gets_three_attempts_with_growin
         _run_targets()
         _deliver_until(lambda: len(hook.posts()) >= 3)
         time.sleep(0.5)
-        webhooks.deliver_due(webhooks.load_sender())
+        _deliver_due()
         posts = hook.posts()
     assert len(posts) == 3
     assert len({p.headers["webhook-id"] for p in posts}) == 1
@@ -221,7 +229,7 @@ def test_a_receiver_answering_500_twice_then_200_gets_three_attempts_with_growin
     shown = client.get(f"/v1/batch/{job['id']}").json()["webhook"]
     assert [a["status"] for a in shown["attempts"]] == [500, 500, 200]
     assert shown["state"] == "delivered"
-    stored = list(WebhookAttempt.objects.filter(job_id=job["id"]).values_list("at", flat=True))
+    stored = list(WebhookAttempt.objects.filter(delivery__job_id=job["id"]).values_list("at", flat=True))
     assert (stored[1] - stored[0]).total_seconds() >= 0.2
     assert (stored[2] - stored[1]).total_seconds() >= 0.4
 
@@ -230,16 +238,16 @@ def test_backoff_doubles_from_retry_wait_and_the_last_try_falls_on_retry_for(set
     settings.SIFT_WEBHOOK_RETRY_WAIT = 5
     settings.SIFT_WEBHOOK_RETRY_FOR = 60
     now = T0 + timedelta(seconds=1)
-    assert [webhooks.next_attempt(T0, n, now) for n in (1, 2, 3, 4)] == [
+    assert [delivery.next_attempt(T0, n, now) for n in (1, 2, 3, 4)] == [
         now + timedelta(seconds=5),
         now + timedelta(seconds=10),
         now + timedelta(seconds=20),
         now + timedelta(seconds=40),
     ]
     late = T0 + timedelta(seconds=50)
-    assert webhooks.next_attempt(T0, 5, late) == T0 + timedelta(seconds=60)
-    assert webhooks.next_attempt(T0, 6, T0 + timedelta(seconds=60)) is None
-    assert webhooks.next_attempt(T0, 60, now) == T0 + timedelta(seconds=60)  # no overflow
+    assert delivery.next_attempt(T0, 5, late) == T0 + timedelta(seconds=60)
+    assert delivery.next_attempt(T0, 6, T0 + timedelta(seconds=60)) is None
+    assert delivery.next_attempt(T0, 60, now) == T0 + timedelta(seconds=60)  # no overflow
 
 
 def test_a_receiver_that_never_answers_2xx_is_given_up_after_retry_for(agent, settings):
@@ -250,7 +258,7 @@ def test_a_receiver_that_never_answers_2xx_is_given_up_after_retry_for(agent, se
         job = _submit(client, hook.url)
         _run_targets()
         _deliver_until(
-            lambda: WebhookDelivery.objects.filter(pk=job["id"], gave_up_at__isnull=False).exists()
+            lambda: WebhookDelivery.objects.filter(job_id=job["id"], gave_up_at__isnull=False).exists()
         )
         count = len(hook.posts())
     shown = client.get(f"/v1/batch/{job['id']}").json()["webhook"]
@@ -269,7 +277,7 @@ def test_a_receiver_that_is_down_is_recorded_with_the_network_error(agent, setti
         closed_port = sock.getsockname()[1]
     job = _submit(client, f"http://127.0.0.1:{closed_port}/hook")
     _run_targets()
-    webhooks.deliver_due(webhooks.load_sender())
+    _deliver_due()
     shown = client.get(f"/v1/batch/{job['id']}").json()["webhook"]
     assert shown["state"] == "failed"
     assert [(a["status"], a["error"]) for a in shown["attempts"]] == [
@@ -284,7 +292,7 @@ def test_every_attempt_passes_the_guard_again(agent, settings):
         job = _submit(client, hook.url)
         _run_targets()
         settings.SIFT_FETCH_ALLOW_CIDRS = (ipaddress.ip_network("10.0.0.0/8"),)
-        webhooks.deliver_due(webhooks.load_sender())
+        _deliver_due()
         assert hook.posts() == []
     attempts = client.get(f"/v1/batch/{job['id']}").json()["webhook"]["attempts"]
     assert [(a["status"], a["error"]) for a in attempts] == [
@@ -298,7 +306,7 @@ def test_a_redirect_is_not_followed_and_counts_as_a_failed_attempt(agent, settin
     with receiver(then=307) as hook:
         job = _submit(client, hook.url)
         _run_targets()
-        webhooks.deliver_due(webhooks.load_sender())
+        _deliver_due()
         assert len(hook.posts()) == 1
     attempts = client.get(f"/v1/batch/{job['id']}").json()["webhook"]["attempts"]
     assert [a["status"] for a in attempts] == [307]
@@ -320,8 +328,8 @@ def test_a_job_finishes_once_so_its_webhook_is_made_once(agent):
     with receiver() as hook:
         job = _submit(client, hook.url)
         _run_targets()
-        assert not webhooks.job_finished(job["id"])  # a second finish of the same job
-    assert WebhookDelivery.objects.filter(pk=job["id"]).count() == 1
+        assert not events.job_finished(job["id"])  # a second finish of the same job
+    assert WebhookDelivery.objects.filter(job_id=job["id"]).count() == 1
 
 
 def test_two_delivery_threads_never_claim_one_attempt(agent):
@@ -329,11 +337,11 @@ def test_two_delivery_threads_never_claim_one_attempt(agent):
     with receiver() as hook:
         _submit(client, hook.url)
         _run_targets()
-    first = webhooks.claim_due()
+    first = delivery.claim_due()
     assert first is not None
-    assert webhooks.claim_due() is None
+    assert delivery.claim_due() is None
     # Its lease ran out (the thread died): another thread may try again.
-    assert webhooks.claim_due(first.claimed_until + timedelta(seconds=1)) is not None
+    assert delivery.claim_due(first.claimed_until + timedelta(seconds=1)) is not None
 
 
 # --- sharing the senders (tests/test_webhooks_cluster.py sends through them for real) --------
@@ -351,7 +359,11 @@ def _finished_jobs(client: ApiClient, count: int, host: str = "127.0.0.1") -> se
 
 def _claims(count: int) -> list[str | None]:
     """The job ids of ``count`` claims in a row, none finished meanwhile; ``None`` for none."""
-    return [claimed.job_id if (claimed := webhooks.claim_due()) else None for _ in range(count)]
+    return [_job_of(claimed) if (claimed := delivery.claim_due()) else None for _ in range(count)]
+
+
+def _job_of(claimed: delivery.Claimed) -> str | None:
+    return WebhookDelivery.objects.get(pk=claimed.delivery_id).job_id
 
 
 def test_a_caller_with_its_share_in_flight_waits_and_the_one_with_fewest_in_flight_goes_first(
@@ -393,11 +405,11 @@ def test_a_finished_attempt_gives_its_share_back(agent, settings):
     settings.SIFT_WEBHOOK_RETRY_FOR = 0
     _, client = agent
     _finished_jobs(client, 2)
-    claimed = webhooks.claim_due()
+    claimed = delivery.claim_due()
     assert claimed is not None
-    assert webhooks.claim_due() is None
-    webhooks.record(claimed, webhooks.Answer(status=503), timezone.now())
-    assert webhooks.claim_due() is not None
+    assert delivery.claim_due() is None
+    delivery.record(claimed, delivery.Answer(status=503), timezone.now())
+    assert delivery.claim_due() is not None
 
 
 @pytest.mark.django_db(transaction=True)
@@ -412,8 +424,8 @@ def test_claims_at_once_from_many_threads_take_exactly_the_callers_share(agent, 
     def claim() -> None:
         try:
             barrier.wait()
-            if (got := webhooks.claim_due()) is not None:
-                claimed.append(got.job_id)
+            if (got := delivery.claim_due()) is not None:
+                claimed.append(got.event_id)
         finally:
             connection.close()
 
@@ -527,7 +539,7 @@ def test_setup_demo_prints_a_fresh_webhook_secret_each_time(db):
 # --- the admin's job page --------------------------------------------------------------------
 
 
-def test_the_job_page_shows_the_callback_and_each_attempt(admin_client: Client, agent):
+def test_the_job_page_shows_the_callback_its_delivery_and_each_attempt(admin_client: Client, agent):
     _, client = agent
     with receiver(script=(500,), then=204) as hook:
         job = _submit(client, hook.url)
@@ -536,20 +548,124 @@ def test_the_job_page_shows_the_callback_and_each_attempt(admin_client: Client, 
     page = admin_client.get(reverse("admin:batch_batchjob_change", args=[job["id"]]))
     assert page.status_code == 200
     tree = lxml.html.fromstring(page.content)
-    statuses = [s.strip() for s in tree.xpath('//td[contains(@class, "field-status")]//text()') if s.strip()]
-    assert "500" in statuses
-    assert "204" in statuses
+    attempts = [
+        [td.text_content().strip() for td in row] for row in tree.xpath('//tr[@class="webhook-attempt"]')
+    ]
+    assert [status for _, status, _ in attempts] == ["500", "204"]
+    assert (
+        tree.xpath('//td[contains(@class, "field-event_id")]')[0].text_content().strip() == f"msg_{job['id']}"
+    )
+    assert tree.xpath('//td[contains(@class, "field-state")]')[0].text_content().strip() == "delivered"
     assert hook.url in page.content.decode()
     assert "delivered at" in page.content.decode()
     assert "2 attempt(s)" in page.content.decode()
 
 
-def test_no_webhook_delivery_row_survives_its_job(agent):
+# --- a delivery belongs to an event (docs/decisions.md, "A webhook belongs to an event") -----
+
+
+def test_an_undelivered_webhook_outlives_its_deleted_job_and_is_still_delivered(agent):
+    api_key, client = agent
+    with receiver() as hook:
+        job = _submit(client, hook.url)
+        _run_targets()
+        BatchJob.objects.filter(pk=job["id"]).delete()
+        assert WebhookDelivery.objects.get(event_id=f"msg_{job['id']}").job_id is None
+        _deliver_until(lambda: bool(hook.posts()))
+    data = _verified(api_key, hook.posts()[0])["data"]
+    assert (data["id"], data["status"]) == (job["id"], "done")
+    assert delivery.delete_ended_without_job() == 2  # the delivery and its attempt
+    assert not WebhookDelivery.objects.exists()
+    assert not WebhookAttempt.objects.exists()
+
+
+def test_a_delivered_webhook_is_kept_as_long_as_its_job(agent):
     _, client = agent
     with receiver() as hook:
         job = _submit(client, hook.url)
         _run_targets()
         _deliver_until(lambda: bool(hook.posts()))
+    assert delivery.delete_ended_without_job() == 0
+    assert WebhookDelivery.objects.filter(job_id=job["id"], delivered_at__isnull=False).exists()
     BatchJob.objects.filter(pk=job["id"]).delete()
+    delivery.delete_ended_without_job()
     assert not WebhookDelivery.objects.exists()
     assert not WebhookAttempt.objects.exists()
+
+
+def test_an_event_of_another_type_is_delivered_signed_without_any_job(agent):
+    api_key, _ = agent
+    data = {"monitor": "m1", "url": "https://example.org/", "changed_at": "2026-11-01T12:00:00Z"}
+    with receiver() as hook:
+        assert events.schedule_event(api_key, hook.url, "monitor.changed", data, event_id="msg_change1")
+        assert not events.schedule_event(api_key, hook.url, "monitor.changed", data, event_id="msg_change1")
+        _deliver_until(lambda: bool(hook.posts()))
+    (post,) = hook.posts()
+    assert post.headers["webhook-id"] == "msg_change1"
+    event = _verified(api_key, post)
+    assert (event["type"], event["data"]) == ("monitor.changed", data)
+    row = WebhookDelivery.objects.get(event_id="msg_change1")
+    assert (row.job_id, row.state, row.attempt_count) == (None, "delivered", 1)
+
+
+def test_an_event_without_an_id_of_its_own_gets_a_fresh_one(agent):
+    api_key, _ = agent
+    for _ in range(2):
+        assert events.schedule_event(api_key, "http://127.0.0.1:8080/hook", "monitor.changed", {})
+    ids = list(WebhookDelivery.objects.values_list("event_id", flat=True))
+    assert len(set(ids)) == 2
+    assert all(event_id.startswith("msg_") for event_id in ids)
+
+
+# --- metrics (docs/metrics.md) ---------------------------------------------------------------
+
+
+def _samples(client: Client) -> dict[str, float]:
+    text = client.get("/metrics").content.decode()
+    return {
+        name: float(value)
+        for name, value in (
+            line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("sift_webhook")
+        )
+    }
+
+
+FINISHED = '{event_type="batch.finished"}'
+
+
+def test_metrics_count_deliveries_failures_retries_and_deliveries_given_up(agent, client: Client, settings):
+    settings.SIFT_METRICS_TOKEN = ""
+    _, api = agent
+    before = _samples(client)
+    with receiver(script=(500,), then=200) as flaky, receiver(then=503) as down:
+        _submit(api, flaky.url, "a=1")
+        _run_targets()
+        _deliver_until(lambda: len(flaky.posts()) == 2)
+        settings.SIFT_WEBHOOK_RETRY_FOR = 0
+        _submit(api, down.url, "b=1")
+        _run_targets()
+        _deliver_due()
+    after = _samples(client)
+    counted = {
+        name: after.get(f"sift_webhook_{name}_total{FINISHED}", 0)
+        - before.get(f"sift_webhook_{name}_total{FINISHED}", 0)
+        for name in ("deliveries", "failures", "retries", "given_up")
+    }
+    assert counted == {"deliveries": 1, "failures": 2, "retries": 1, "given_up": 1}
+
+
+def test_metrics_show_the_backlog_due_in_flight_and_undelivered(
+    make_caller: MakeCaller, client: Client, settings
+):
+    settings.SIFT_METRICS_TOKEN = ""
+    _, one = make_caller("one")
+    assert _samples(client)["sift_webhook_oldest_due_seconds"] == 0  # nothing due
+    _finished_jobs(one, 3)
+    assert delivery.claim_due() is not None
+    # Half a minute on: the claim's lease still runs, the other two have waited that long.
+    with time_machine.travel(timezone.now() + timedelta(seconds=30), tick=False):
+        samples = _samples(client)
+    assert samples["sift_webhook_due"] == 2
+    assert samples["sift_webhook_sending"] == 1
+    assert samples["sift_webhook_undelivered"] == 3
+    assert samples["sift_webhook_oldest_due_seconds"] >= 30

@@ -1,5 +1,6 @@
-"""Webhooks sent by a real cluster (``manage.py run_cluster``) to a receiver on loopback
-(docs/webhooks.md): once per finished job, signed, retried with backoff, on a cancel, and shared
+"""Webhooks of jobs run by a real cluster (``manage.py run_cluster``), sent by the Procfile's
+``webhooks`` line (``manage.py deliver_webhooks``) to a receiver on loopback (docs/webhooks.md):
+once per finished job, signed, retried with backoff, on a cancel, counted in ``/metrics``, and shared
 fairly between callers and receiving hosts when some receivers never answer."""
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ SOON_AFTER_FINISH = 5.0
 
 @pytest.fixture
 def start_cluster(tmp_path, monkeypatch, settings) -> Iterator[Callable[..., Deployment]]:
-    """``start_cluster(SIFT_X="...")``: a cluster on the test database with these settings too."""
+    """``start_cluster(SIFT_X="...")``: a cluster and the webhooks line on the test database, with
+    these settings too."""
     monkeypatch.setenv("SIFT_TEST_FETCH_DIR", str(tmp_path))
     settings.SIFT_BATCH_JOBS_PER_CALLER = 10
     settings.SIFT_FETCH_ALLOW_CIDRS = LOOPBACK
@@ -41,6 +43,7 @@ def start_cluster(tmp_path, monkeypatch, settings) -> Iterator[Callable[..., Dep
         deployment = Deployment(tmp_path, {**CLUSTER_ENV, **env})
         started.append(deployment)
         deployment.start_cluster()
+        deployment.start_webhooks()
         return deployment
 
     yield start
@@ -87,6 +90,17 @@ def test_each_finished_job_posts_once_and_a_failing_receiver_is_retried_with_gro
     shown = client.get(f"/v1/batch/{retried}").json()["webhook"]
     assert [a["status"] for a in shown["attempts"]] == [500, 500, 200]
     assert shown["state"] == "delivered"
+    # The webhooks line's counters reach /metrics through the deployment's multiprocess directory.
+    cluster.start_web()
+    text = cluster.get("/metrics").decode()
+    samples = dict(line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("sift_webhook"))
+    finished = '{event_type="batch.finished"}'
+    counted = {
+        name: float(samples[f"sift_webhook_{name}_total{finished}"]) for name in ("deliveries", "failures")
+    }
+    assert counted == {"deliveries": 3, "failures": 2}
+    assert float(samples[f"sift_webhook_retries_total{finished}"]) == 2
+    assert (samples["sift_webhook_due"], samples["sift_webhook_undelivered"]) == ("0.0", "0.0")
 
 
 def test_cancelling_a_running_job_over_the_api_sends_its_webhook(cluster: Deployment, agent, tmp_path):

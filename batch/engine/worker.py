@@ -18,11 +18,12 @@ from django.db.models import F, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from batch import metrics, retention, webhooks
+from batch import metrics, retention
 from batch.engine import storable, wakeups
 from batch.engine.reconnect import DATABASE_GONE, database_went_away, wait_for_database
 from batch.engine.seam import Caller, FetchFunc, Result, RetryLater, TargetFailed  # noqa: F401 (Result)
 from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, JobStatus, TargetStatus, WorkerSlot
+from batch.webhooks import events
 from capacity.pacing import Every
 from capacity.slots import ANYONE, SlotTable
 from fetch.outcomes import Outcome
@@ -205,7 +206,7 @@ def _count_and_settle(job_id: str, failed: int, n_bytes: int, now: datetime) -> 
     BatchJob.objects.filter(pk=job_id).update(**counts)
     if not settles:
         return None
-    webhooks.job_finished(job_id, now)
+    events.job_finished(job_id, now)
     metrics.JOBS.labels(final).inc()
     metrics.JOB_SECONDS.observe((now - job["created_at"]).total_seconds())
     log.info("job %s %s done=%d failed=%d", job_id, final, done, failures)

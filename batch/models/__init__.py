@@ -29,9 +29,10 @@ from batch.models.jobs import (
     new_job_id,
     new_webhook_secret,
 )
-from batch.models.webhooks import WebhookAttempt, WebhookClaimLock, WebhookDelivery
+from batch.models.webhooks import BATCH_FINISHED, WebhookAttempt, WebhookClaimLock, WebhookDelivery
 
 __all__ = [
+    "BATCH_FINISHED",
     "FINISHED_STATUSES",
     "JOB_ID_PATTERN",
     "LIVE_STATUSES",

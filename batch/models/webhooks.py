@@ -1,4 +1,5 @@
-"""A finished job's webhook: its delivery, each attempt, and the lock its claims hold (docs/webhooks.md)."""
+"""Webhook deliveries: one signed event to one caller's URL, each attempt, and the lock every claim
+holds (docs/webhooks.md)."""
 
 from __future__ import annotations
 
@@ -6,28 +7,43 @@ from django.db import models
 from django.db.models import Q
 
 from batch.models.coordination import SingleRowLock
-from batch.models.jobs import BatchJob
+from batch.models.jobs import ApiKey, BatchJob
+
+# The one event type today: a job finished (docs/webhooks.md, "What arrives").
+BATCH_FINISHED = "batch.finished"
 
 
 class WebhookDelivery(models.Model):
-    """The webhook of one finished job: its body, fixed at the finish, and when to try next.
+    """The delivery of one event (``batch.finished``, later ``monitor.changed``) to its caller's URL.
 
-    Made in the transaction that finishes the job. ``due_at`` is the next attempt; a delivery
-    thread claims it by moving ``due_at`` and ``sending_until`` to the end of the attempt's
-    lease, and clears both when the receiver answered 2xx or ``SIFT_WEBHOOK_RETRY_FOR`` ran out
-    (docs/webhooks.md). An attempt in flight counts against its caller's and its ``host``'s
-    shares of the senders until ``sending_until``.
+    Made when the event happens, in the transaction that records it, with the body fixed then.
+    ``due_at`` is the next attempt; ``manage.py deliver_webhooks`` claims it by moving ``due_at``
+    and ``sending_until`` to the end of the attempt's lease, and clears both when the receiver
+    answered 2xx or ``SIFT_WEBHOOK_RETRY_FOR`` ran out. An attempt in flight counts against its
+    caller's and its ``host``'s shares of the senders until ``sending_until``.
+
+    ``job`` is the job the event concerns, if any. Deleting the job keeps an undelivered event (it
+    is still delivered: its body needs no job); once ended, a delivery of no job is deleted by the
+    command (docs/decisions.md, "A webhook belongs to an event").
     """
 
-    job = models.OneToOneField(BatchJob, primary_key=True, on_delete=models.CASCADE, related_name="webhook")
+    # The Standard Webhooks ``webhook-id``: one event, one message, the same on every attempt.
+    event_id = models.CharField(max_length=100, unique=True)
+    event_type = models.CharField(max_length=100)
+    # The caller whose secret signs it and whose share of the senders it takes.
+    caller = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="webhook_deliveries")
+    url = models.TextField()
+    # The callback URL's host name in its canonical form: receivers on one host share its senders.
+    host = models.CharField(max_length=255, blank=True, default="")
     body = models.TextField()
+    job = models.ForeignKey(
+        BatchJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="webhook_deliveries"
+    )
     created_at = models.DateTimeField()
     due_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
+    attempt_count = models.PositiveIntegerField(default=0)
     delivered_at = models.DateTimeField(null=True, blank=True)
     gave_up_at = models.DateTimeField(null=True, blank=True)
-    # The callback URL's host name, lower case: receivers on one host share its senders.
-    host = models.CharField(max_length=255, blank=True, default="")
     sending_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -47,7 +63,16 @@ class WebhookDelivery(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"webhook of {self.job_id}"
+        return f"{self.event_type} {self.event_id}"
+
+    @property
+    def state(self) -> str:
+        """``delivered``, ``failed`` (given up) or ``sending`` (an attempt due or in flight)."""
+        if self.delivered_at is not None:
+            return "delivered"
+        if self.gave_up_at is not None:
+            return "failed"
+        return "sending"
 
 
 class WebhookClaimLock(SingleRowLock):
@@ -56,16 +81,16 @@ class WebhookClaimLock(SingleRowLock):
 
 
 class WebhookAttempt(models.Model):
-    """One POST of a job's webhook: when, and the HTTP status or why there was none."""
+    """One POST of a delivery: when, and the HTTP status or why there was none."""
 
-    job = models.ForeignKey(BatchJob, on_delete=models.CASCADE, related_name="webhook_attempts")
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempts")
     at = models.DateTimeField()
     status = models.PositiveSmallIntegerField(null=True, blank=True)
     error = models.TextField(blank=True, default="")
 
     class Meta:
         verbose_name = "webhook attempt"
-        ordering = ["job", "at", "pk"]
+        ordering = ["delivery", "at", "pk"]
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__isnull=False) | ~Q(error=""), name="webhook_attempt_status_or_error"
@@ -73,4 +98,4 @@ class WebhookAttempt(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.job_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.delivery_id} at {self.at:%Y-%m-%d %H:%M:%S}"
