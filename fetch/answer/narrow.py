@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import bm25s
 import re2
-import Stemmer
 
 from fetch.targets import TargetOptions
 
@@ -188,7 +186,13 @@ def _language(lang: str | None) -> tuple[str, str]:
 
 
 def rank_passages(passages: list[str], question: str, *, lang: str | None = None) -> list[float]:
-    """The BM25 score of each passage for ``question`` (0 when they share no term)."""
+    """The BM25 score of each passage for ``question`` (0 when they share no term).
+
+    bm25s (with NumPy and SciPy) is imported by the first question a process answers: it is most
+    of the memory of a process that never ranks a passage (docs/decisions.md)."""
+    import bm25s  # noqa: PLC0415
+    import Stemmer  # noqa: PLC0415
+
     algorithm, stopwords = _language(lang)
     stemmer = Stemmer.Stemmer(algorithm)
     tokenizer = bm25s.tokenization.Tokenizer(stopwords=stopwords, stemmer=stemmer.stemWord)
