@@ -1,22 +1,31 @@
 """Numbered slot rows with leases: at most ``count`` holders at once, in any number of processes.
 
 A slot row has a ``number`` primary key, a holder column that holds ``empty`` when the slot is
-free, and ``lease_until``. A slot is free when it has no holder or its lease has run out (the
-holder's process died). Taking one locks the lowest free row with ``select_for_update(skip_locked=True)``
-inside the caller's transaction; on SQLite every transaction is ``BEGIN IMMEDIATE``, so takes are
-serialised anyway. Releasing is conditional on the holder, so a holder whose lease ran out can
-never free a slot someone else took since.
+free, and ``lease_until``; a table may also name whose slot it is (a ``caller`` column). A slot is
+free when it has no holder or its lease has run out (the holder's process died). Releasing is
+conditional on the holder, so a holder whose lease ran out can never free a slot someone else
+took since.
 
-Rows for the configured count are made on demand: the count is a setting, and a deployment that
-raises it must not wait for a migration to get the extra rows.
+There are two ways in, one rule of what is free:
+
+- ``take_free`` then ``hold``, inside the caller's own transaction: the lowest free row is locked
+  with ``select_for_update(skip_locked=True)``, so takes never wait for one another (the worker
+  slots of batch jobs, which claim a target in the same transaction);
+- ``take``, in a short ``atomic()`` of its own: the same, and the holder's caller written beside
+  it, so that a caller's slots can be counted deployment-wide (``held_by``).
+
+On SQLite every transaction is ``BEGIN IMMEDIATE``, so takes are serialised anyway. Rows for the
+configured count are made on demand: the count is a setting, and a deployment that raises it
+must not wait for a migration to get the extra rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 
 ANYONE = object()  # ``hold``'s default: whoever held the slot before
@@ -27,6 +36,18 @@ class SlotTable:
     model: type[models.Model]
     holder: str  # the holder column, e.g. "target_id" or "holder"
     empty: object  # its value when the slot is free: None or ""
+    caller: str | None = None  # the column naming whose slot it is, where the table has one
+
+    def take(
+        self, count: int, holder: object, until: datetime, now: datetime, *, caller: str = ""
+    ) -> int | None:
+        """Take the lowest free slot among the first ``count`` for ``holder`` (of ``caller``),
+        leased ``until``, in a short transaction; ``None`` if all are held."""
+        with transaction.atomic():
+            number = self.take_free(count, now)
+            if number is not None:
+                self.hold(number, holder, until, caller=caller)
+        return number
 
     def take_free(self, count: int, now: datetime) -> int | None:
         """Lock the lowest free slot among the first ``count`` and return its number, or ``None``.
@@ -35,18 +56,24 @@ class SlotTable:
         """
         slot = self._first_free(count, now)
         if slot is None and self._manager().count() < count:
-            self._manager().bulk_create([self.model(number=n) for n in range(count)], ignore_conflicts=True)
+            self._make_rows(count)
             slot = self._first_free(count, now)
         return slot
 
-    def hold(self, number: int, holder: object, until: datetime, *, instead_of: object = ANYONE) -> bool:
-        """Write ``holder`` and its lease ``until`` into slot ``number``: one ``take_free`` locked, or, if
-        ``instead_of`` is given and still holds it, one that holder hands on (a holder that keeps its
-        slot for its next piece of work). Whether the slot is now ``holder``'s."""
+    def hold(
+        self, number: int, holder: object, until: datetime, *, instead_of: object = ANYONE, caller: str = ""
+    ) -> bool:
+        """Write ``holder`` (of ``caller``) and its lease ``until`` into slot ``number``: one
+        ``take_free`` locked, or, if ``instead_of`` is given and still holds it, one that holder
+        hands on (a holder that keeps its slot for its next piece of work). Whether the slot is
+        now ``holder``'s."""
         slot = self._manager().filter(number=number)
         if instead_of is not ANYONE:
             slot = slot.filter(**{self.holder: instead_of})
-        return bool(slot.update(**{self.holder: holder, "lease_until": until}))
+        changes: dict[str, Any] = {self.holder: holder, "lease_until": until}
+        if self.caller is not None:
+            changes[self.caller] = caller
+        return bool(slot.update(**changes))
 
     def release(self, number: int, holder: object) -> bool:
         """Free slot ``number`` if ``holder`` still holds it."""
@@ -55,6 +82,11 @@ class SlotTable:
     def release_held_by(self, holder: object) -> int:
         """Free whichever slot ``holder`` holds."""
         return int(self._manager().filter(**{self.holder: holder}).update(**self._free()))
+
+    def held_by(self, caller: str, now: datetime) -> int:
+        """How many slots ``caller`` holds whose leases have not run out, deployment-wide."""
+        assert self.caller is not None, "only a table with a caller column knows whose slots they are"
+        return self._manager().filter(**{self.caller: caller, "lease_until__gte": now}).count()
 
     def _first_free(self, count: int, now: datetime) -> int | None:
         free = (
@@ -67,8 +99,14 @@ class SlotTable:
         number: int | None = free.values_list("number", flat=True).first()
         return number
 
+    def _make_rows(self, count: int) -> None:
+        self._manager().bulk_create([self.model(number=n) for n in range(count)], ignore_conflicts=True)
+
     def _free(self) -> dict[str, object]:
-        return {self.holder: self.empty, "lease_until": None}
+        freed: dict[str, object] = {self.holder: self.empty, "lease_until": None}
+        if self.caller is not None:
+            freed[self.caller] = ""
+        return freed
 
     def _manager(self) -> models.Manager[models.Model]:
         return self.model._default_manager

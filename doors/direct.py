@@ -57,4 +57,4 @@ def fetch_share(caller: ApiKey, *, hint: str) -> Iterator[str]:
 def map_for(caller: ApiKey, request: MapRequest) -> dict[str, Any]:
     """Map ``request.url``'s site in the caller's cache partition, within its fetch shares."""
     with fetch_share(caller, hint="Wait for one of them to answer, then map again.") as partition:
-        return site_urls.map_site(request, partition=partition)
+        return site_urls.map_site(request, partition=partition, caller=caller.name)

@@ -63,7 +63,7 @@ def test_a_slot_held_by_a_killed_process_is_free_again_within_its_lease(settings
     holder = subprocess.Popen(
         [sys.executable, "-c", (
             "import django, time; django.setup(); from fetch import gate\n"
-            "with gate.fetch_slot():\n    print('held', flush=True); time.sleep(120)"
+            "with gate.fetch_slot(\"holder\"):\n    print('held', flush=True); time.sleep(120)"
         )],
         cwd=ROOT, env={**Deployment(tmp_path, {}).env, "SIFT_FETCH_SLOTS": "1", "SIFT_FETCH_TIMEOUT": "2s",
                        "DJANGO_SETTINGS_MODULE": "sift_site.settings"},
@@ -75,7 +75,7 @@ def test_a_slot_held_by_a_killed_process_is_free_again_within_its_lease(settings
         lease_until = FetchSlot.objects.get(number=0).lease_until
         holder.kill()
         holder.wait()
-        with pytest.raises(FetchError) as busy, gate.fetch_slot():
+        with pytest.raises(FetchError) as busy, gate.fetch_slot("another"):
             pass
         assert busy.value.outcome == "busy"
         assert timezone.now() < lease_until + timedelta(seconds=1)
@@ -88,7 +88,7 @@ def test_a_slot_held_by_a_killed_process_is_free_again_within_its_lease(settings
 
 def _slot_can_be_taken() -> bool:
     try:
-        with gate.fetch_slot():
+        with gate.fetch_slot("another"):
             return True
     except FetchError:
         return False

@@ -51,7 +51,7 @@ def require_browser() -> None:
 
 
 RENDER_GATE = gate.Gate(
-    SlotTable(RenderSlot, holder="holder", empty=""),
+    SlotTable(RenderSlot, holder="holder", empty="", caller="caller"),
     lambda: settings.SIFT_RENDER_SLOTS,
     "render",
     RetryAfter.PARSER,
@@ -69,9 +69,10 @@ def render_lease_seconds() -> float:
     return longest + gate.LEASE_MARGIN_SECONDS
 
 
-def render_slot() -> AbstractContextManager[int]:
-    """One of ``RENDER_SLOTS`` places a browser may render in, deployment-wide, like the fetch gate."""
-    return RENDER_GATE.slot(render_lease_seconds())
+def render_slot(caller: str) -> AbstractContextManager[int]:
+    """One of ``RENDER_SLOTS`` places a browser may render in, deployment-wide, held for
+    ``caller``, like the fetch gate."""
+    return RENDER_GATE.slot(caller, render_lease_seconds())
 
 
 def render(document: client.Download) -> str:
