@@ -12,7 +12,11 @@ There are two ways in, one rule of what is free:
   with ``select_for_update(skip_locked=True)``, so takes never wait for one another (the worker
   slots of batch jobs, which claim a target in the same transaction);
 - ``take``, in a short ``atomic()`` of its own: the same, and the holder's caller written beside
-  it, so that a caller's slots can be counted deployment-wide (``held_by``).
+  it, so that a caller's slots can be counted deployment-wide (``held_by``). When the caller's
+  ``share`` is bounded, every row is locked first, in number order, instead of the free one
+  alone: the caller's slots are counted while no other take can change them, so the count is
+  never stale and a caller never holds more than its share, whichever processes its takes come
+  from.
 
 On SQLite every transaction is ``BEGIN IMMEDIATE``, so takes are serialised anyway. Rows for the
 configured count are made on demand: the count is a setting, and a deployment that raises it
@@ -23,12 +27,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import models, transaction
 from django.db.models import Q
 
 ANYONE = object()  # ``hold``'s default: whoever held the slot before
+
+
+class Take(NamedTuple):
+    """What a take got: a slot's number, or ``None``, and then whether the caller's share was full."""
+
+    number: int | None
+    at_share: bool = False
 
 
 @dataclass(frozen=True)
@@ -39,15 +50,28 @@ class SlotTable:
     caller: str | None = None  # the column naming whose slot it is, where the table has one
 
     def take(
-        self, count: int, holder: object, until: datetime, now: datetime, *, caller: str = ""
-    ) -> int | None:
+        self,
+        count: int,
+        holder: object,
+        until: datetime,
+        now: datetime,
+        *,
+        caller: str = "",
+        share: int | None = None,
+    ) -> Take:
         """Take the lowest free slot among the first ``count`` for ``holder`` (of ``caller``),
-        leased ``until``, in a short transaction; ``None`` if all are held."""
+        leased ``until``, in a short transaction; none if all are held, or if ``caller`` already
+        holds ``share`` slots whose leases have not run out (``at_share``)."""
         with transaction.atomic():
-            number = self.take_free(count, now)
+            if share is None:
+                number = self.take_free(count, now)
+            else:
+                number, held = self._lock_all(count, caller, now)
+                if held >= share:
+                    return Take(None, at_share=True)
             if number is not None:
                 self.hold(number, holder, until, caller=caller)
-        return number
+        return Take(number)
 
     def take_free(self, count: int, now: datetime) -> int | None:
         """Lock the lowest free slot among the first ``count`` and return its number, or ``None``.
@@ -87,6 +111,27 @@ class SlotTable:
         """How many slots ``caller`` holds whose leases have not run out, deployment-wide."""
         assert self.caller is not None, "only a table with a caller column knows whose slots they are"
         return self._manager().filter(**{self.caller: caller, "lease_until__gte": now}).count()
+
+    def _lock_all(self, count: int, caller: str, now: datetime) -> tuple[int | None, int]:
+        """Lock every row, in number order (two takes never wait on each other in a cycle); the
+        lowest free among the first ``count``, and how many ``caller`` holds."""
+        assert self.caller is not None, "only a table with a caller column knows whose slots they are"
+        rows = self._rows_locked()
+        if len(rows) < count:
+            self._make_rows(count)
+            rows = self._rows_locked()
+        held = {
+            number: who
+            for number, holder, who, until in rows
+            if holder != self.empty and until is not None and until >= now
+        }
+        free = [number for number, *_ in rows if number < count and number not in held]
+        return (free[0] if free else None), sum(who == caller for who in held.values())
+
+    def _rows_locked(self) -> list[tuple[Any, ...]]:
+        assert self.caller is not None
+        locked = self._manager().select_for_update().order_by("number")
+        return list(locked.values_list("number", self.holder, self.caller, "lease_until"))
 
     def _first_free(self, count: int, now: datetime) -> int | None:
         free = (

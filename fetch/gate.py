@@ -1,12 +1,15 @@
-"""The fetch gate: at most ``SIFT_FETCH_SLOTS`` upstream fetches in flight, deployment-wide.
+"""The fetch gate: at most ``SIFT_FETCH_SLOTS`` upstream fetches in flight, deployment-wide, and
+at most a caller's share of them for any one caller.
 
 Slots are rows, so web workers and cluster workers in any number of processes share them. A
 fetch waits up to ``GATE_WAIT_SECONDS`` for a free row, then fails busy. A slot's lease outlasts
 one download; a process that dies holding one leaves it to expire, and then it is free again.
-A slot row names the caller it fetches for. The rows are taken and released by the one slot
-algorithm (``capacity.slots``), as the worker slots of batch jobs are, and made on demand for
-the configured count, so raising ``SIFT_FETCH_SLOTS`` needs no migration. The render slots
-(``fetch.render.renderer``) are a ``Gate`` too. See docs/fetch-pipeline.md.
+A slot row names the caller it fetches for, and a take counts the caller's live rows under the
+same locks: a caller that holds its share (``SIFT_FETCH_PER_CALLER``) is refused busy at once,
+whichever processes its fetches, maps, renders and batch targets run in. The rows are taken and released
+by the one slot algorithm (``capacity.slots``), as the worker slots of batch jobs are, and made on
+demand for the configured count, so raising ``SIFT_FETCH_SLOTS`` needs no migration. The render
+slots (``fetch.render.renderer``) are a ``Gate`` too. See docs/fetch-pipeline.md.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Gate:
 
     table: SlotTable
     count: Callable[[], int]
+    share: Callable[[], int | None]  # a caller's slots at once; None: no share of its own
     what: str  # "fetch", "render": how the busy error names the slots
     retry_after: int
 
@@ -58,9 +62,19 @@ class Gate:
         while True:
             now = timezone.now()
             until = now + timedelta(seconds=lease_seconds)
-            number = self.table.take(self.count(), token, until, now, caller=caller)
-            if number is not None:
-                return number
+            share = self.share()
+            taken = self.table.take(self.count(), token, until, now, caller=caller, share=share)
+            if taken.number is not None:
+                return taken.number
+            if taken.at_share:
+                # At once: only the caller's own work ending frees its share.
+                raise FetchError(
+                    Outcome.BUSY,
+                    f"you already hold {share} of the {self.what} slots, as many as one caller may",
+                    "Wait for one of your fetches, maps, renders or batch targets to end; "
+                    f"retry after {self.retry_after} seconds.",
+                    retry_after=self.retry_after,
+                )
             if time.monotonic() >= deadline:
                 raise FetchError(
                     Outcome.BUSY,
@@ -71,7 +85,13 @@ class Gate:
             time.sleep(POLL_SECONDS)
 
 
-FETCH_GATE = Gate(FETCH_SLOTS, lambda: settings.SIFT_FETCH_SLOTS, "fetch", RetryAfter.FETCH)
+FETCH_GATE = Gate(
+    FETCH_SLOTS,
+    lambda: settings.SIFT_FETCH_SLOTS,
+    lambda: settings.SIFT_FETCH_PER_CALLER,  # a caller's share, counted deployment-wide
+    "fetch",
+    RetryAfter.FETCH,
+)
 
 
 def slot_lease() -> timedelta:

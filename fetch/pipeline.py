@@ -102,16 +102,15 @@ def _obtain_rendered(target: Target, partition: str, caller: str, turn: HostTurn
         return _rendered(_from_cache(copy, "hit"))
     server_process.start_soon()  # the browser starts while the page downloads
     try:
-        with (
-            turn() as timeout,
-            renderer.render_slot(caller),
-            gate.fetch_slot(caller, renderer.render_lease_seconds()),
-        ):
+        # One fetch slot for the download and the render's subrequests; the render slot only once
+        # the page is here and the browser's work begins, so a page slow to answer holds none.
+        with turn() as timeout, gate.fetch_slot(caller, renderer.render_lease_seconds()):
             download = client.download(target.url, timeout=timeout)
             _raise_for_status(download)
             if download.content_type not in renderer.HTML_TYPES:
                 return Source(download, timezone.now())  # nothing to run: read as fetched
-            html = _render_retrying_once(download)
+            with renderer.render_slot(caller):
+                html = _render_retrying_once(download)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
             return _rendered(_from_cache(copy, "stale"))
@@ -127,8 +126,9 @@ def _render_served(target: Target, partition: str, caller: str, served: Source) 
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _rendered(_from_cache(copy, "hit"))
-    # The page itself was downloaded in its host's turn; a render's subrequests take none.
-    with renderer.render_slot(caller), gate.fetch_slot(caller, renderer.render_lease_seconds()):
+    # The page itself was downloaded in its host's turn; a render's subrequests take none. The
+    # fetch slot first, as for render: true, so that no render slot waits on a fetch slot.
+    with gate.fetch_slot(caller, renderer.render_lease_seconds()), renderer.render_slot(caller):
         html = _render_retrying_once(served.download)
     return _store_rendered(target, partition, served.download, html)
 

@@ -22,9 +22,9 @@ from .upstream import slow_upstream
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_third_fetch_waits_about_five_seconds_then_gets_429_busy(tmp_path, agent):
-    _, client = agent
-    key = client.raw_key
+def test_a_third_fetch_waits_about_five_seconds_then_gets_429_busy(tmp_path, make_caller):
+    key = make_caller("first")[1].raw_key
+    other_key = make_caller("second")[1].raw_key  # within its share: the gate is what is full
     env = {"SIFT_FETCH_SLOTS": "2", "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.0/8", "SIFT_FETCH_TIMEOUT": "30s"}
     deployment = Deployment(tmp_path, env)
     deployment.start_web(workers=3)
@@ -44,7 +44,7 @@ def test_a_third_fetch_waits_about_five_seconds_then_gets_429_busy(tmp_path, age
             wait_for(lambda: FetchSlot.objects.exclude(holder="").count() == 2, what="two slots taken")
             holders = set(FetchSlot.objects.values_list("holder", flat=True))
             started = time.monotonic()
-            status, body, headers = deployment.request(f"/v1/fetch?url={base}/c", key)
+            status, body, headers = deployment.request(f"/v1/fetch?url={base}/c", other_key)
             waited = time.monotonic() - started
             for thread in slow:
                 thread.join()

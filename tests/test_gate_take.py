@@ -22,7 +22,7 @@ def test_the_lowest_free_slot_is_taken_and_stamped_with_its_caller(db):
     _rows(3)
     now = timezone.now()
     FetchSlot.objects.filter(number=0).update(holder="busy", lease_until=now + timedelta(minutes=1))
-    number = FETCH_SLOTS.take(3, "mine", now + timedelta(seconds=35), now, caller="alice")
+    number = FETCH_SLOTS.take(3, "mine", now + timedelta(seconds=35), now, caller="alice").number
     assert number == 1
     slot = FetchSlot.objects.get(number=1)
     assert (slot.holder, slot.caller, slot.lease_until) == ("mine", "alice", now + timedelta(seconds=35))
@@ -34,7 +34,7 @@ def test_a_slot_whose_lease_ran_out_is_free_again(db):
     FetchSlot.objects.filter(number=0).update(
         holder="dead", caller="bob", lease_until=now - timedelta(seconds=1)
     )
-    assert FETCH_SLOTS.take(1, "mine", now + timedelta(seconds=35), now, caller="alice") == 0
+    assert FETCH_SLOTS.take(1, "mine", now + timedelta(seconds=35), now, caller="alice").number == 0
     assert FetchSlot.objects.values_list("holder", "caller").get(number=0) == ("mine", "alice")
 
 
@@ -42,7 +42,7 @@ def test_no_slot_is_taken_when_all_are_held_or_beyond_the_count(db):
     _rows(3)
     now = timezone.now()
     FetchSlot.objects.filter(number__lt=2).update(holder="busy", lease_until=now + timedelta(minutes=1))
-    assert FETCH_SLOTS.take(2, "mine", now + timedelta(seconds=35), now) is None
+    assert FETCH_SLOTS.take(2, "mine", now + timedelta(seconds=35), now).number is None
     assert not FetchSlot.objects.filter(holder="mine").exists()
 
 
@@ -76,7 +76,7 @@ def test_threads_taking_at_once_never_share_a_slot_nor_exceed_the_count():
     def take(token: str) -> None:
         try:
             barrier.wait(timeout=30)
-            number = FETCH_SLOTS.take(4, token, now + timedelta(minutes=1), now, caller=token)
+            number = FETCH_SLOTS.take(4, token, now + timedelta(minutes=1), now, caller=token).number
             with lock:
                 taken.append(number)
         finally:
@@ -97,13 +97,13 @@ def test_threads_taking_at_once_never_share_a_slot_nor_exceed_the_count():
 def test_a_slot_taken_is_held_at_once_for_every_other_connection():
     _rows(2)
     now = timezone.now()
-    assert FETCH_SLOTS.take(2, "mine", now + timedelta(minutes=1), now) == 0
+    assert FETCH_SLOTS.take(2, "mine", now + timedelta(minutes=1), now).number == 0
     seen: list[object] = []
 
     def other_process() -> None:  # a thread has a connection of its own
         try:
-            seen.append(FETCH_SLOTS.take(2, "theirs", now + timedelta(minutes=1), now))
-            seen.append(FETCH_SLOTS.take(2, "third", now + timedelta(minutes=1), now))
+            seen.append(FETCH_SLOTS.take(2, "theirs", now + timedelta(minutes=1), now).number)
+            seen.append(FETCH_SLOTS.take(2, "third", now + timedelta(minutes=1), now).number)
         finally:
             connection.close()
 
@@ -116,7 +116,7 @@ def test_a_slot_taken_is_held_at_once_for_every_other_connection():
 def test_a_slot_is_released_only_by_its_holder(db):
     _rows(1)
     now = timezone.now()
-    assert FETCH_SLOTS.take(1, "mine", now + timedelta(minutes=1), now, caller="alice") == 0
+    assert FETCH_SLOTS.take(1, "mine", now + timedelta(minutes=1), now, caller="alice").number == 0
     assert not FETCH_SLOTS.release(0, "not-mine")
     assert FetchSlot.objects.get().holder == "mine"
     assert FETCH_SLOTS.release(0, "mine")
