@@ -115,7 +115,6 @@ class SlotTable:
     def _lock_all(self, count: int, caller: str, now: datetime) -> tuple[int | None, int]:
         """Lock every row, in number order (two takes never wait on each other in a cycle); the
         lowest free among the first ``count``, and how many ``caller`` holds."""
-        assert self.caller is not None, "only a table with a caller column knows whose slots they are"
         rows = self._rows_locked()
         if len(rows) < count:
             self._make_rows(count)
@@ -129,7 +128,7 @@ class SlotTable:
         return (free[0] if free else None), sum(who == caller for who in held.values())
 
     def _rows_locked(self) -> list[tuple[Any, ...]]:
-        assert self.caller is not None
+        assert self.caller is not None, "only a table with a caller column counts a caller's slots"
         locked = self._manager().select_for_update().order_by("number")
         return list(locked.values_list("number", self.holder, self.caller, "lease_until"))
 

@@ -6,10 +6,10 @@ fetch waits up to ``GATE_WAIT_SECONDS`` for a free row, then fails busy. A slot'
 one download; a process that dies holding one leaves it to expire, and then it is free again.
 A slot row names the caller it fetches for, and a take counts the caller's live rows under the
 same locks: a caller that holds its share (``SIFT_FETCH_PER_CALLER``) is refused busy at once,
-whichever processes its fetches, maps, renders and batch targets run in. The rows are taken and released
-by the one slot algorithm (``capacity.slots``), as the worker slots of batch jobs are, and made on
-demand for the configured count, so raising ``SIFT_FETCH_SLOTS`` needs no migration. The render
-slots (``fetch.render.renderer``) are a ``Gate`` too. See docs/fetch-pipeline.md.
+whichever processes its fetches, maps, renders and batch targets run in. The rows are taken and
+released by the one slot algorithm (``capacity.slots``), as the worker slots of batch jobs are,
+and made on demand for the configured count, so raising ``SIFT_FETCH_SLOTS`` needs no migration.
+The render slots (``fetch.render.renderer``) are a ``Gate`` too. See docs/fetch-pipeline.md.
 """
 
 from __future__ import annotations
