@@ -16,6 +16,7 @@ from django.core.checks import CheckMessage, Error, Info, Tags, Warning, registe
 from batch.engine import seam
 from fetch import guard, limits
 from fetch.render import renderer, server_process
+from fetch.sandbox.pool import SANDBOX_CHILDREN
 
 
 def longest_fetch_seconds() -> float:
@@ -225,3 +226,23 @@ def render_network_mode(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
         hint = "Set SIFT_RENDER_NAMESPACE=true on a platform that allows unprivileged user namespaces."
     browser = settings.SIFT_RENDER_CHROMIUM
     return [Info(f"rendering's browser ({browser}) runs {what}", hint=hint, id="sift.I001")]
+
+
+@register(Tags.compatibility)
+def fetch_share_within_the_sandbox_children(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A caller's fetch share above the parsers a process has lets one caller keep every sandbox
+    child of a process busy and queue other callers' pages behind its own. It can make sense
+    where one key is the whole fleet; it is the operator's choice, said at start-up."""
+    share = settings.SIFT_FETCH_PER_CALLER
+    if share <= SANDBOX_CHILDREN:
+        return []
+    return [
+        Warning(
+            f"SIFT_FETCH_PER_CALLER ({share}) is above the sandbox children a process has here "
+            f"({SANDBOX_CHILDREN}, one per core, at least 2): one caller's pages can keep every "
+            "parser of a process busy and queue other callers' pages behind them",
+            hint=f"Unset SIFT_FETCH_PER_CALLER (the default is at most {SANDBOX_CHILDREN} here) or set "
+            "it at most the sandbox children; keep it higher only where one key serves everyone.",
+            id="sift.W007",
+        )
+    ]

@@ -1,10 +1,11 @@
 """What is answered at once, without a job: one target fetched (``/v1/fetch``, MCP ``fetch``) or
 one site mapped (``/v1/map``, MCP ``map``) for a caller.
 
-No job is stored; the caller's share of this process's request threads is the only state. A map
-holds its request thread for up to ``SIFT_MAP_TIMEOUT``, so it takes one of the caller's fetch
-shares (``SIFT_FETCH_PER_CALLER``), as a fetch does: maps and fetches in flight per caller are
-bounded together.
+No job is stored. A caller's fetches and maps are bounded twice by its fetch share
+(``SIFT_FETCH_PER_CALLER``): in this process, by the request threads it may hold (a map holds
+its thread for up to ``SIFT_MAP_TIMEOUT``, so it takes a share as a fetch does), and across the
+deployment, by the fetch slots it may hold, which the gate counts with its batch targets and
+renders.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from fetch.errors import FetchError
 from fetch.outcomes import Outcome, RetryAfter
 from fetch.targets import Target
 
-# Each caller's fetches in flight in this process, at most SIFT_FETCH_PER_CALLER.
+# Each caller's fetches in flight in this process, at most its fetch share: a request thread
+# waiting for the gate or a slow site is held, and a process has only so many.
 FETCHES = ThreadShares(lambda: settings.SIFT_FETCH_PER_CALLER, lambda: None)
 
 
@@ -32,7 +34,7 @@ def fetch_for(caller: ApiKey, target: Target) -> dict[str, Any]:
     """Fetch a validated ``target`` through the pipeline, in the caller's cache partition.
 
     A fetch may hold its request thread for the gate wait and the whole deadline, so a caller
-    has only ``SIFT_FETCH_PER_CALLER`` of them in flight per process; one more answers busy.
+    has only its fetch share of them in flight per process; one more answers busy.
     """
     hint = "Wait for one of them to answer, or send many URLs as one batch (POST /v1/batch)."
     with fetch_share(caller, hint=hint) as partition:
@@ -57,4 +59,4 @@ def fetch_share(caller: ApiKey, *, hint: str) -> Iterator[str]:
 def map_for(caller: ApiKey, request: MapRequest) -> dict[str, Any]:
     """Map ``request.url``'s site in the caller's cache partition, within its fetch shares."""
     with fetch_share(caller, hint="Wait for one of them to answer, then map again.") as partition:
-        return site_urls.map_site(request, partition=partition)
+        return site_urls.map_site(request, partition=partition, caller=caller.name)

@@ -6,7 +6,7 @@ import hmac
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.db.models import Max
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
@@ -25,9 +25,8 @@ CLUSTER_STALE_AFTER = timedelta(minutes=1)
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
+    """The database is up when it answers the query for the cluster's last heartbeat."""
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
         seen = ClusterHeartbeat.objects.aggregate(seen=Max("seen_at"))["seen"]
     except DatabaseError:
         return JsonResponse({"db": "down", "cluster": "unknown"}, status=503)

@@ -20,10 +20,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from django.conf import settings
-from django.db import DatabaseError, router, transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Field
-from django.db.models.constants import OnConflict
-from django.db.models.sql import InsertQuery
 from django.utils import timezone
 
 from capacity.eviction import UncheckedBytes, oldest_over_budget
@@ -150,81 +148,20 @@ def store(partition: str, url: str, download: Download, *, any_answer: bool = Fa
         return
     row = _row(url, download)
     try:
-        # One INSERT ... ON CONFLICT DO UPDATE: a miss stores its copy in one statement, where
-        # update_or_create took two savepoints, a SELECT and the INSERT.
-        own_transaction = not transaction.get_connection(router.db_for_write(CachedDocument)).in_atomic_block
+        # One upsert (INSERT ... ON CONFLICT DO UPDATE), not a look-up then a write: two processes
+        # storing the same URL at once leave one copy, the later. Its own atomic(): inside a
+        # caller's transaction, a refused copy rolls back to a savepoint, not the caller's work.
         with transaction.atomic():
-            _lighten_this_transaction(asynchronous=own_transaction)
-            _upsert(CachedDocument(partition=partition, url_sha256=_url_key(url), **row), list(row))
+            CachedDocument.objects.bulk_create(
+                [CachedDocument(partition=partition, url_sha256=_url_key(url), **row)],
+                update_conflicts=True,
+                unique_fields=["partition", "url_sha256"],
+                update_fields=list(row),
+            )
         if UNCHECKED_BYTES.check_due(len(download.body), settings.SIFT_CACHE_MAX_BYTES):
             evict_over_budget()
     except DatabaseError:
         log.exception("the document cache refused a copy; the fetch goes on without caching it")
-
-
-# Per database alias: whether its PostgreSQL compresses with lz4 (built with it, version 14 on).
-_HAS_LZ4: dict[str, bool] = {}
-
-
-def _lighten_this_transaction(*, asynchronous: bool) -> None:
-    """On PostgreSQL, make the copy this transaction stores cheap to commit.
-
-    With ``asynchronous`` (the transaction is the store's own, not a caller's holding other
-    writes) it commits without waiting for its WAL to reach the disk: a crash of the database
-    may lose the last copies stored, which only makes the next fetch of those URLs a miss. Its body is
-    compressed with lz4 where the server has it, which costs far less CPU than the default pglz
-    on the large bodies every cache miss stores.
-    """
-    connection = transaction.get_connection(router.db_for_write(CachedDocument))
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        if connection.alias not in _HAS_LZ4:
-            cursor.execute(
-                "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
-            )
-            row = cursor.fetchone()
-            _HAS_LZ4[connection.alias] = bool(row and row[0])
-        changes = [("synchronous_commit", "off")] if asynchronous else []
-        if _HAS_LZ4[connection.alias]:
-            changes.append(("default_toast_compression", "lz4"))
-        if changes:
-            calls = ", ".join("set_config(%s, %s, true)" for _ in changes)
-            cursor.execute(f"SELECT {calls}", [value for pair in changes for value in pair])
-
-
-def _upsert(document: CachedDocument, update_fields: list[str]) -> None:
-    """Insert ``document``, or update those fields of the row its partition and URL already have.
-
-    On PostgreSQL the statement is sent with its parameters bound by the server: Django's
-    default, client-side binding, would send the body as a hex literal twice its size inside the
-    SQL text for the server to parse, costing both the database and this process far more CPU
-    than a bound parameter.
-    """
-    connection = transaction.get_connection(router.db_for_write(CachedDocument))
-    unique_fields = ["partition", "url_sha256"]
-    if connection.vendor != "postgresql":
-        CachedDocument.objects.bulk_create(
-            [document], update_conflicts=True, unique_fields=unique_fields, update_fields=update_fields
-        )
-        return
-    import psycopg  # noqa: PLC0415 — the PostgreSQL driver, present where the database is
-
-    meta = CachedDocument._meta
-    query = InsertQuery(
-        CachedDocument,
-        on_conflict=OnConflict.UPDATE,
-        update_fields=[meta.get_field(name) for name in update_fields],
-        unique_fields=[meta.get_field(name) for name in unique_fields],
-    )
-    query.insert_values([f for f in meta.concrete_fields if not f.primary_key], [document])
-    [(sql, params)] = query.get_compiler(connection=connection).as_sql()
-    connection.ensure_connection()
-    raw = psycopg.Cursor(connection.connection)
-    # Django's own wrapper: its errors are Django's, and it is logged where queries are.
-    wrapped = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
-    with wrapped as cursor:
-        cursor.execute(sql, params)
 
 
 # The cache is summed (a scan of every row) when this process has stored a share of its budget

@@ -31,8 +31,9 @@ RENDER_STOP_SECONDS = 8.0
 
 
 def longest_render_seconds(fetch_timeout: float, render_timeout: float) -> float:
-    """The longest a rendered fetch may hold its render slot: the wait for a fetch slot, the
-    document's download, then two attempts (a crash is tried once more), each its start, its
-    render and the stop of a render process that ran out of time."""
+    """The longest a rendered fetch may hold its fetch slot: the document's download, the wait
+    for a render slot, then two attempts (a crash is tried once more), each its start, its render
+    and the stop of a render process that ran out of time. (The wait for the fetch slot itself
+    comes before it is held.)"""
     attempt = RENDER_START_SECONDS + render_timeout + RENDER_STOP_SECONDS
     return GATE_WAIT_SECONDS + fetch_timeout + 2 * attempt

@@ -13,12 +13,14 @@ from django.db.models import Q
 class FetchSlot(models.Model):
     """One of ``FETCH_SLOTS`` places an upstream fetch can be in flight in, deployment-wide.
 
-    ``holder`` is a random token of the fetch that owns the slot; a slot whose lease ran out
-    belonged to a process that died and is free again.
+    ``holder`` is a random token of the fetch that owns the slot, ``caller`` the name of the
+    caller it fetches for (so that a caller's slots can be counted across the deployment); a
+    slot whose lease ran out belonged to a process that died and is free again.
     """
 
     number = models.PositiveSmallIntegerField(primary_key=True)
     holder = models.CharField(max_length=32, blank=True, default="")
+    caller = models.CharField(max_length=100, blank=True, default="")
     lease_until = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
@@ -59,11 +61,13 @@ class CachedDocument(models.Model):
 class RenderSlot(models.Model):
     """One of ``RENDER_SLOTS`` places a browser may render in, deployment-wide (docs/rendering.md).
 
-    Held like a ``FetchSlot``: a random ``holder`` token and a lease that frees it if its process died.
+    Held like a ``FetchSlot``: a random ``holder`` token, the ``caller`` it renders for, and a
+    lease that frees it if its process died.
     """
 
     number = models.PositiveSmallIntegerField(primary_key=True)
     holder = models.CharField(max_length=32, blank=True, default="")
+    caller = models.CharField(max_length=100, blank=True, default="")
     lease_until = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

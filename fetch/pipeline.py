@@ -61,10 +61,10 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
         delay = robots.check(target.url, partition) if target.options.robots else 0.0
         since = started if target.options.robots else None  # robots.txt came out of the deadline
         turn = functools.partial(host_turns.turn, target.url, since=since, wait=wait_for_host, least=delay)
-        source = _obtain(target, partition, turn)
+        source = _obtain(target, partition, caller, turn)
         document = _extract(target, source, started)
         if target.options.render == "auto" and document.script_built and not source.rendered:
-            rendered = _render_served(target, cache.rendered_partition(partition), source)
+            rendered = _render_served(target, cache.rendered_partition(partition), caller, source)
             if rendered is not None:
                 source, document = rendered, _extract(target, rendered, started)
         refuse_empty(document, rendered=source.rendered)
@@ -77,14 +77,14 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
         metrics.SECONDS.observe(time.monotonic() - started)
 
 
-def _obtain(target: Target, partition: str, turn: HostTurn) -> Source:
+def _obtain(target: Target, partition: str, caller: str, turn: HostTurn) -> Source:
     if target.options.render is True:
-        return _obtain_rendered(target, cache.rendered_partition(partition), turn)
+        return _obtain_rendered(target, cache.rendered_partition(partition), caller, turn)
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _from_cache(copy, "hit")
     try:
-        with turn() as timeout, gate.fetch_slot():
+        with turn() as timeout, gate.fetch_slot(caller):
             conditions = cache.conditional_headers(copy) if copy else None
             download = client.download(target.url, headers=conditions, timeout=timeout)
         return _from_upstream(target, partition, download, copy)
@@ -94,7 +94,7 @@ def _obtain(target: Target, partition: str, turn: HostTurn) -> Source:
         raise
 
 
-def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
+def _obtain_rendered(target: Target, partition: str, caller: str, turn: HostTurn) -> Source:
     """The page as the browser left it, from the rendered partition or rendered now."""
     renderer.require_browser()
     copy = cache.lookup(partition, target.url)
@@ -102,12 +102,15 @@ def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
         return _rendered(_from_cache(copy, "hit"))
     server_process.start_soon()  # the browser starts while the page downloads
     try:
-        with turn() as timeout, renderer.render_slot(), gate.fetch_slot(renderer.render_lease_seconds()):
+        # One fetch slot for the download and the render's subrequests; the render slot only once
+        # the page is here and the browser's work begins, so a page slow to answer holds none.
+        with turn() as timeout, gate.fetch_slot(caller, renderer.render_lease_seconds()):
             download = client.download(target.url, timeout=timeout)
             _raise_for_status(download)
             if download.content_type not in renderer.HTML_TYPES:
                 return Source(download, timezone.now())  # nothing to run: read as fetched
-            html = _render_retrying_once(download)
+            with renderer.render_slot(caller):
+                html = _render_retrying_once(download)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
             return _rendered(_from_cache(copy, "stale"))
@@ -115,7 +118,7 @@ def _obtain_rendered(target: Target, partition: str, turn: HostTurn) -> Source:
     return _store_rendered(target, partition, download, html)
 
 
-def _render_served(target: Target, partition: str, served: Source) -> Source | None:
+def _render_served(target: Target, partition: str, caller: str, served: Source) -> Source | None:
     """``render: "auto"`` on a page that looks built by scripts: the page as served, rendered
     (holding a render slot only now), or its rendered copy; None where no browser is installed."""
     if not renderer.available():
@@ -123,8 +126,9 @@ def _render_served(target: Target, partition: str, served: Source) -> Source | N
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _rendered(_from_cache(copy, "hit"))
-    # The page itself was downloaded in its host's turn; a render's subrequests take none.
-    with renderer.render_slot(), gate.fetch_slot(renderer.render_lease_seconds()):
+    # The page itself was downloaded in its host's turn; a render's subrequests take none. The
+    # fetch slot first, as for render: true, so that no render slot waits on a fetch slot.
+    with gate.fetch_slot(caller, renderer.render_lease_seconds()), renderer.render_slot(caller):
         html = _render_retrying_once(served.download)
     return _store_rendered(target, partition, served.download, html)
 

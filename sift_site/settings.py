@@ -247,9 +247,14 @@ SIFT_FETCH_TIMEOUT = env_duration("SIFT_FETCH_TIMEOUT", "30s", positive=True)
 SIFT_FETCH_CONNECT_TIMEOUT = env_duration("SIFT_FETCH_CONNECT_TIMEOUT", "10s", positive=True)
 SIFT_FETCH_MAX_BYTES = env_bytes("SIFT_FETCH_MAX_BYTES", "20MiB")
 SIFT_FETCH_MAX_CHARS = env_int("SIFT_FETCH_MAX_CHARS", 400_000, minimum=1)
-# /v1/fetch requests of one caller in flight at once in one web process; more answer busy, so one
-# caller never holds every request thread (docs/decisions.md, "Bounded waits").
-SIFT_FETCH_PER_CALLER = env_int("SIFT_FETCH_PER_CALLER", 3, minimum=1)
+# A caller's fetch share: the fetch slots it holds at once across the deployment, and its /v1/fetch
+# requests in flight in one web process (so one caller never holds every request thread). By
+# default 3, but no more than the sandbox children a process has (one per core, at least 2:
+# fetch/sandbox/pool.py), so that one caller's pages never outnumber the parsers that read them;
+# above them, system check sift.W007 says what that costs (docs/fetch-pipeline.md).
+SIFT_FETCH_PER_CALLER = env_int(
+    "SIFT_FETCH_PER_CALLER", min(3, max(2, len(os.sched_getaffinity(0)))), minimum=1
+)
 SIFT_FETCH_ALLOW_CIDRS = env_networks("SIFT_FETCH_ALLOW_CIDRS")
 # Refuse every address outside SIFT_FETCH_ALLOW_CIDRS, public ones too: tests, benchmarks and
 # fuzzing set it so that nothing they fetch can leave the machine.

@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from batch import pipeline_bridge
 from batch.engine import seam
+from fetch.sandbox.pool import SANDBOX_CHILDREN
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = django_settings.Q_CLUSTER
@@ -58,6 +59,7 @@ def test_the_default_settings_break_no_rule(sound):
         ({"SIFT_BATCH_RETRY_WAIT": 900.0}, "sift.W004"),
         ({"SIFT_WEBHOOK_PER_CALLER": 8}, "sift.W006"),
         ({"SIFT_WEBHOOK_SENDING": 4}, "sift.W006"),
+        ({"SIFT_FETCH_PER_CALLER": SANDBOX_CHILDREN + 1}, "sift.W007"),
     ],
 )
 def test_a_broken_rule_is_reported_with_its_id_and_a_hint(sound, changes, check_id):

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 import urllib3.util.connection
-from django.db import connection, models
+from django.db import connection, models, transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -284,3 +284,43 @@ def test_a_copy_the_database_refuses_is_skipped_and_the_fetch_still_answers(
     assert response.status_code == 200
     assert "twice a day" in response.json()["content"]
     assert not CachedDocument.objects.exists()
+
+
+def _download(body: bytes) -> Download:
+    return Download(
+        url="http://127.0.0.1/a",
+        final_url="http://127.0.0.1/a",
+        status=200,
+        headers={"etag": '"v1"'},
+        content_type="text/html",
+        charset="utf-8",
+        body=body,
+        elapsed_ms=1,
+    )
+
+
+def test_storing_a_url_again_replaces_its_one_copy(db):
+    cache.store("fleet", "http://127.0.0.1/a", _download(b"first"))
+    cache.store("fleet", "http://127.0.0.1/a", _download(b"second copy"))
+    copy = CachedDocument.objects.get()
+    assert (bytes(copy.body), copy.n_bytes, copy.etag) == (b"second copy", 11, '"v1"')
+    assert cache.lookup("fleet", "http://127.0.0.1/a") == copy
+
+
+def test_a_copy_over_the_budget_is_evicted_at_the_next_check(db, settings):
+    settings.SIFT_CACHE_MAX_BYTES = 100
+    for name in ("a", "b", "c"):
+        cache.store("fleet", f"http://127.0.0.1/{name}", _download(name.encode() * 40))
+    assert sorted(CachedDocument.objects.values_list("url", flat=True)) == [
+        "http://127.0.0.1/b",
+        "http://127.0.0.1/c",
+    ]
+
+
+def test_a_copy_refused_inside_a_callers_transaction_leaves_the_callers_work_alone(db, monkeypatch):
+    real_row = cache._row
+    monkeypatch.setattr(cache, "_row", lambda url, download: {**real_row(url, download), "status": -1})
+    with transaction.atomic():
+        cache.store("fleet", "http://127.0.0.1/a", _download(b"refused"))  # a negative status: refused
+        cache.store("fleet", "http://127.0.0.1/b", _download(b"refused too"))
+        assert not CachedDocument.objects.exists()  # the transaction still answers

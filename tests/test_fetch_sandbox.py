@@ -331,7 +331,6 @@ def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_
     page_modules = [
         "html",
         "html.block_text",
-        "html.element_classes",
         "html.hidden",
         "html.line_cleanup",
         "html.main_content",

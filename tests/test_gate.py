@@ -22,9 +22,9 @@ from .upstream import slow_upstream
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_a_third_fetch_waits_about_five_seconds_then_gets_429_busy(tmp_path, agent):
-    _, client = agent
-    key = client.raw_key
+def test_a_third_fetch_waits_about_five_seconds_then_gets_429_busy(tmp_path, make_caller):
+    key = make_caller("first")[1].raw_key
+    other_key = make_caller("second")[1].raw_key  # within its share: the gate is what is full
     env = {"SIFT_FETCH_SLOTS": "2", "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.0/8", "SIFT_FETCH_TIMEOUT": "30s"}
     deployment = Deployment(tmp_path, env)
     deployment.start_web(workers=3)
@@ -44,7 +44,7 @@ def test_a_third_fetch_waits_about_five_seconds_then_gets_429_busy(tmp_path, age
             wait_for(lambda: FetchSlot.objects.exclude(holder="").count() == 2, what="two slots taken")
             holders = set(FetchSlot.objects.values_list("holder", flat=True))
             started = time.monotonic()
-            status, body, headers = deployment.request(f"/v1/fetch?url={base}/c", key)
+            status, body, headers = deployment.request(f"/v1/fetch?url={base}/c", other_key)
             waited = time.monotonic() - started
             for thread in slow:
                 thread.join()
@@ -63,7 +63,7 @@ def test_a_slot_held_by_a_killed_process_is_free_again_within_its_lease(settings
     holder = subprocess.Popen(
         [sys.executable, "-c", (
             "import django, time; django.setup(); from fetch import gate\n"
-            "with gate.fetch_slot():\n    print('held', flush=True); time.sleep(120)"
+            "with gate.fetch_slot(\"holder\"):\n    print('held', flush=True); time.sleep(120)"
         )],
         cwd=ROOT, env={**Deployment(tmp_path, {}).env, "SIFT_FETCH_SLOTS": "1", "SIFT_FETCH_TIMEOUT": "2s",
                        "DJANGO_SETTINGS_MODULE": "sift_site.settings"},
@@ -75,7 +75,7 @@ def test_a_slot_held_by_a_killed_process_is_free_again_within_its_lease(settings
         lease_until = FetchSlot.objects.get(number=0).lease_until
         holder.kill()
         holder.wait()
-        with pytest.raises(FetchError) as busy, gate.fetch_slot():
+        with pytest.raises(FetchError) as busy, gate.fetch_slot("another"):
             pass
         assert busy.value.outcome == "busy"
         assert timezone.now() < lease_until + timedelta(seconds=1)
@@ -88,7 +88,7 @@ def test_a_slot_held_by_a_killed_process_is_free_again_within_its_lease(settings
 
 def _slot_can_be_taken() -> bool:
     try:
-        with gate.fetch_slot():
+        with gate.fetch_slot("another"):
             return True
     except FetchError:
         return False

@@ -145,10 +145,10 @@ def test_a_render_crashing_twice_ends_within_two_attempts(stand_in):
 def test_a_render_slot_is_leased_for_the_longest_path_and_keeps_a_second_render_out(settings, monkeypatch):
     settings.SIFT_RENDER_SLOTS = 1
     monkeypatch.setattr(gate, "GATE_WAIT_SECONDS", 0.2)
-    with renderer.render_slot():
+    with renderer.render_slot("alice"):
         lease_until = RenderSlot.objects.get(number=0).lease_until
         assert lease_until is not None
         assert (lease_until - timezone.now()).total_seconds() > renderer.render_lease_seconds() - 5
-        with pytest.raises(FetchError) as busy, renderer.render_slot():
+        with pytest.raises(FetchError) as busy, renderer.render_slot("bob"):
             pass
         assert busy.value.outcome == Outcome.BUSY

@@ -64,6 +64,7 @@ class _Map:
 
     request: MapRequest
     partition: str
+    caller: str
     budget: Budget
     delay: float
     site_rules: Protego | None
@@ -78,15 +79,15 @@ class _Map:
             self.reasons.append(reason)
 
 
-def map_site(request: MapRequest, *, partition: str) -> dict[str, Any]:
-    """List the site of ``request.url`` for a caller whose documents live in ``partition``."""
+def map_site(request: MapRequest, *, partition: str, caller: str) -> dict[str, Any]:
+    """List the site of ``request.url`` for ``caller`` (its name), whose documents live in ``partition``."""
     started = time.monotonic()
     guard.check_url(request.url)  # a refused site is refused before anything is read
     budget = Budget(started + float(settings.SIFT_MAP_TIMEOUT), sitemaps.MAX_FILES, sitemaps.MAP_BYTES)
     rules = _site_rules(request, partition)
     # Crawl-delay binds robots: true requests only, as for a fetch.
     delay = robots.crawl_delay(rules) if rules and request.options.robots else 0.0
-    state = _Map(request, partition, budget, delay, rules)
+    state = _Map(request, partition, caller, budget, delay, rules)
     matcher = _Matcher(request)
     try:
         _read_sitemaps(state, matcher, _roots(request.url, rules))
@@ -107,7 +108,10 @@ def _read_links(state: _Map, matcher: _Matcher) -> None:
         error = "the site's robots.txt disallows this page for sift, so its links were not read"
         state.sources.append({"url": url, "kind": "page", "urls": 0, "error": error})
         return
-    _take(state, matcher, read_links(url, partition=state.partition, budget=state.budget, delay=state.delay))
+    page = read_links(
+        url, partition=state.partition, caller=state.caller, budget=state.budget, delay=state.delay
+    )
+    _take(state, matcher, page)
 
 
 def _site_rules(request: MapRequest, partition: str) -> Protego | None:
@@ -152,7 +156,9 @@ def _read_sitemaps(state: _Map, matcher: _Matcher, roots: list[tuple[str, bool]]
         if depth > MAX_DEPTH:
             _skip(state, url, "nesting", f"nested deeper than {MAX_DEPTH} levels")
             continue
-        result = read_sitemap(url, partition=state.partition, budget=state.budget, delay=_delay(state, url))
+        result = read_sitemap(
+            url, partition=state.partition, caller=state.caller, budget=state.budget, delay=_delay(state, url)
+        )
         if result.kind != "sitemapindex":
             if not named and result.outcome == Outcome.UPSTREAM_4XX:
                 result.reason = None  # no /sitemap.xml: nothing was there to miss

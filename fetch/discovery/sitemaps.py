@@ -97,11 +97,12 @@ class FileRead:
     outcome: Outcome | None = None
 
 
-def read_sitemap(url: str, *, partition: str, budget: Budget, delay: float) -> FileRead:
-    """Download, un-gzip and parse one sitemap file (a URL set, an index or a text sitemap)."""
+def read_sitemap(url: str, *, partition: str, caller: str, budget: Budget, delay: float) -> FileRead:
+    """Download, un-gzip and parse one sitemap file (a URL set, an index or a text sitemap) for
+    ``caller`` (whose fetch slot the download holds)."""
     budget.take_file()
     try:
-        body = _sitemap_bytes(url, cache.kind_partition("sitemap", partition), budget, delay)
+        body = _sitemap_bytes(url, cache.kind_partition("sitemap", partition), caller, budget, delay)
         reply, data = _parse("sitemap", body, budget, {"max_field_chars": MAX_FIELD_CHARS})
     except _Unread as exc:
         return FileRead(url, error=exc.message, reason=exc.reason, outcome=exc.outcome)
@@ -111,11 +112,11 @@ def read_sitemap(url: str, *, partition: str, budget: Budget, delay: float) -> F
     return FileRead(url, str(reply["kind"]), entries, reason="file_cap" if reply.get("more") else None)
 
 
-def read_links(url: str, *, partition: str, budget: Budget, delay: float) -> FileRead:
+def read_links(url: str, *, partition: str, caller: str, budget: Budget, delay: float) -> FileRead:
     """Download one HTML page (with the caller's pages in the cache) and list its links."""
     budget.take_file()
     try:
-        download = _download(url, partition, budget, delay, limit=int(settings.SIFT_FETCH_MAX_BYTES))
+        download = _download(url, partition, caller, budget, delay, limit=int(settings.SIFT_FETCH_MAX_BYTES))
         if download.content_type not in HTML_TYPES:
             raise _Unread("unreadable", "the page is not HTML, so it has no links to list")
         reply, data = _parse("links", download.body, budget, {"url": download.final_url})
@@ -133,11 +134,11 @@ class _Unread(Exception):
         self.outcome = outcome
 
 
-def _sitemap_bytes(url: str, partition: str, budget: Budget, delay: float) -> bytes:
+def _sitemap_bytes(url: str, partition: str, caller: str, budget: Budget, delay: float) -> bytes:
     if budget.bytes <= 0:
         raise Stop("bytes", f"the map's byte budget ({MAP_BYTES // 2**20} MiB uncompressed) is spent")
     limit = min(MAX_FILE_BYTES, budget.bytes)
-    body = _download(url, partition, budget, delay, limit=limit).body
+    body = _download(url, partition, caller, budget, delay, limit=limit).body
     if len(body) > limit:  # a cached copy read under another map's budget
         raise _over_cap(limit)
     if body[:2] == b"\x1f\x8b":  # a .xml.gz file, served as it is stored
@@ -149,14 +150,16 @@ def _sitemap_bytes(url: str, partition: str, budget: Budget, delay: float) -> by
     return body
 
 
-def _download(url: str, partition: str, budget: Budget, delay: float, *, limit: int) -> client.Download:
+def _download(
+    url: str, partition: str, caller: str, budget: Budget, delay: float, *, limit: int
+) -> client.Download:
     """The answer for ``url``, from the cache when fresh, else downloaded now; a 2xx or ``_Unread``."""
     copy = cache.lookup(partition, url)
     if copy is not None and cache.is_fresh(copy):
         return cache.as_download(copy)
     by_map = False
     try:
-        with _turn(url, budget, delay) as timeout, gate.fetch_slot():
+        with _turn(url, budget, delay) as timeout, gate.fetch_slot(caller):
             by_map = timeout < float(settings.SIFT_FETCH_TIMEOUT)
             download = client.download(
                 url,

@@ -21,11 +21,9 @@ from itertools import islice
 from typing import Literal
 
 import lxml.html
-import trafilatura.utils
 from lxml import etree
 
 from fetch.html import hidden, markdown
-from fetch.html.element_classes import use_lxml_lookup
 from fetch.html.main_content import HtmlText, html_text
 
 Hidden = Literal["drop", "keep"]
@@ -49,9 +47,6 @@ _MOUNT = (
     "//body//*[((self::div or self::main or self::section or self::article) and @id"
     " or contains(name(), '-')) and not(*) and normalize-space(.)='']"
 )
-
-# trafilatura parses each page with a parser of its own (``load_html``, which ``main_content`` calls).
-use_lxml_lookup(trafilatura.utils.HTML_PARSER)
 
 
 @dataclass(frozen=True)

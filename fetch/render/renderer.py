@@ -51,27 +51,30 @@ def require_browser() -> None:
 
 
 RENDER_GATE = gate.Gate(
-    SlotTable(RenderSlot, holder="holder", empty=""),
+    SlotTable(RenderSlot, holder="holder", empty="", caller="caller"),
     lambda: settings.SIFT_RENDER_SLOTS,
+    lambda: None,  # a render holds a fetch slot too, which counts in the caller's share
     "render",
     RetryAfter.PARSER,
 )
 
 
 def render_lease_seconds() -> float:
-    """How long a render may hold its slots: the longest path through them (the wait for a fetch
-    slot, the document's download, a render and its crash retry, each with its start and the
-    stop of a render process that ran out of time, ``limits.longest_render_seconds``), and a
-    margin. Every step of that path has its own bound, so the lease outlasts the holder."""
+    """How long a render may hold its slots: the longest path through them (the document's
+    download in its fetch slot, the wait for a render slot, a render and its crash retry, each
+    with its start and the stop of a render process that ran out of time,
+    ``limits.longest_render_seconds``), and a margin. Every step of that path has its own bound,
+    so the lease outlasts the holder."""
     longest = limits.longest_render_seconds(
         float(settings.SIFT_FETCH_TIMEOUT), float(settings.SIFT_RENDER_TIMEOUT)
     )
     return longest + gate.LEASE_MARGIN_SECONDS
 
 
-def render_slot() -> AbstractContextManager[int]:
-    """One of ``RENDER_SLOTS`` places a browser may render in, deployment-wide, like the fetch gate."""
-    return RENDER_GATE.slot(render_lease_seconds())
+def render_slot(caller: str) -> AbstractContextManager[int]:
+    """One of ``RENDER_SLOTS`` places a browser may render in, deployment-wide, held for
+    ``caller``, like the fetch gate."""
+    return RENDER_GATE.slot(caller, render_lease_seconds())
 
 
 def render(document: client.Download) -> str:
