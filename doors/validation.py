@@ -1,7 +1,9 @@
 """Raw targets from a request body (REST or MCP) become parsed targets here, or a refusal.
 
 The API edge is the one place request bodies are validated: the jobs service and the pipeline only
-ever see parsed targets.
+ever see parsed targets. A refusal names the field as the caller sent it: ``options.grep`` in a
+REST body, ``targets[3].options.pages`` in a batch, ``grep`` for MCP's ``fetch`` and ``map``,
+whose options are arguments beside the URL (``flat``).
 """
 
 from __future__ import annotations
@@ -40,32 +42,27 @@ def validate_targets(raw_targets: list[object]) -> list[Target]:
         ) from None
 
 
-def validate_target(raw_target: object) -> Target:
+def validate_target(raw_target: object, *, flat: bool = False) -> Target:
     """One target, for ``/v1/fetch``: the same validation as a batch target, naming the field."""
     try:
         return parse_target(raw_target)
     except InvalidTarget as exc:
-        raise Refused(
-            Refusal.INVALID_REQUEST,
-            f"{exc.field}: {exc.message}",
-            exc.hint,
-            details=[{"field": exc.field, "message": exc.message}],
-        ) from None
+        raise _invalid(exc, flat) from None
 
 
-def validate_map(url: object, options: object) -> MapRequest:
+def validate_map(url: object, options: object, *, flat: bool = False) -> MapRequest:
     """The URL and options of a map, or ``invalid_request`` naming the field (REST and MCP)."""
-    if options is not None and not isinstance(options, dict):
-        raise Refused(
-            Refusal.INVALID_REQUEST, "options must be an object", 'Send options as {"links": true}.'
-        )
     try:
-        return parse_map_request(url, options or {})
+        return parse_map_request(url, options)
     except InvalidTarget as exc:
-        field = exc.field if exc.field == "url" else f"options.{exc.field}"
-        raise Refused(
-            Refusal.INVALID_REQUEST,
-            f"{field}: {exc.message}",
-            exc.hint,
-            details=[{"field": field, "message": exc.message}],
-        ) from None
+        raise _invalid(exc, flat) from None
+
+
+def _invalid(exc: InvalidTarget, flat: bool) -> Refused:
+    field = exc.field.removeprefix("options.") if flat else exc.field
+    return Refused(
+        Refusal.INVALID_REQUEST,
+        f"{field}: {exc.message}",
+        exc.hint,
+        details=[{"field": field, "message": exc.message}],
+    )

@@ -1,9 +1,10 @@
 """What a target may ask beyond its URL: the one definition of every option (docs/api.md).
 
-``TargetOptions`` gives each option its type, default, limits and description. The options a
-target carries through the pipeline are an instance of it; ``fetch.targets`` validates raw
-options against the JSON Schema written here, then adds what a schema cannot say (compiling grep
-and jq, page ranges that run backwards); the OpenAPI document and the MCP tools' input schemas
+``TargetOptions`` gives each option its type, default, limits and description, and is the one
+validator of a target's options on every door: strict types (a JSON ``true`` is not a number),
+limits, page ranges, text that no column can store, the options that make no sense together.
+``fetch.targets`` puts its refusal in a caller's words and compiles grep and jq, the one costly
+check, once the cheap ones have passed. The OpenAPI document and the MCP tools' input schemas
 are built from ``option_schemas()`` and ``url_schema()``.
 """
 
@@ -15,7 +16,8 @@ from functools import cache
 from typing import Any, Literal
 
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError, PydanticKnownError
 
 from fetch.limits import MAX_URL_CHARS
 
@@ -53,10 +55,32 @@ class InvalidTarget(ValueError):
         return InvalidTarget(f"targets[{index}].{self.field}", self.message, self.hint, index)
 
 
-class TargetOptions(BaseModel):
-    """A target's options; an option left out, or sent as null, takes its default."""
+class OptionSet(BaseModel):
+    """A set of options as a caller sends them (a target's, a map's): an object of known options,
+    each of its JSON type exactly; an option sent as null is left out and takes its default."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_left_out(cls, raw: Any) -> Any:
+        if isinstance(raw, dict):
+            return {name: value for name, value in raw.items() if value is not None}
+        return raw
+
+
+def plain_text(value: str) -> str:
+    """A text option that holds something, and nothing a database column cannot store (a lone
+    surrogate is refused before this, as pydantic's ``string_unicode``)."""
+    if not value.strip():
+        raise PydanticCustomError("string_blank", "the text is blank")
+    if "\x00" in value:
+        raise PydanticCustomError("string_nul", "the text holds a NUL character")
+    return value
+
+
+class TargetOptions(OptionSet):
+    """A target's options; an option left out, or sent as null, takes its default."""
 
     mode: Mode = Field(
         default="markdown",
@@ -73,7 +97,8 @@ class TargetOptions(BaseModel):
         default=None,
         min_length=1,
         max_length=MAX_PAGES_CHARS,
-        pattern=PAGES_PATTERN,
+        # For the schema only: parse_pages reads the ranges and names the one it cannot read.
+        json_schema_extra={"pattern": PAGES_PATTERN},
         description='PDF pages to return, 1-based, e.g. "1-3,7,10-".',
     )
     grep: str | None = Field(
@@ -153,6 +178,46 @@ class TargetOptions(BaseModel):
         description="A content_sha256 this fetch must still find (with offset, or from the start).",
     )
 
+    _texts_are_plain = field_validator("question", "pages", "grep", "jq", "cursor", "version")(plain_text)
+
+    @field_validator("pages")
+    @classmethod
+    def _pages_readable(cls, pages: str) -> str:
+        parse_pages(pages)
+        return pages
+
+    @field_validator("max_chars")
+    @classmethod
+    def _max_chars_within_the_setting(cls, max_chars: int) -> int:
+        if max_chars > settings.SIFT_FETCH_MAX_CHARS:
+            raise PydanticKnownError("less_than_equal", {"le": settings.SIFT_FETCH_MAX_CHARS})
+        return max_chars
+
+    @model_validator(mode="after")
+    def _one_place_to_start(self) -> TargetOptions:
+        """Where a fetch starts reading: a cursor, or an offset into a version, never both; an
+        offset only into the whole text, never into grep or question."""
+        if self.cursor is not None and (self.offset is not None or self.version is not None):
+            raise InvalidTarget(
+                "cursor",
+                "cursor cannot be sent with offset or version",
+                "Send cursor alone to read the next slice, or offset with version to read from an offset.",
+            )
+        if self.offset is not None and self.version is None:
+            raise InvalidTarget(
+                "offset",
+                "offset needs version",
+                "Send version too: the content_sha256 of the answer the offset was taken from.",
+            )
+        narrowing = "grep" if self.grep is not None else "question" if self.question is not None else None
+        if self.offset is not None and narrowing is not None:
+            raise InvalidTarget(
+                narrowing,
+                f"offset reads the whole text, and {narrowing} narrows it",
+                f"Leave {narrowing} out to read from an offset (a span's start), or leave offset out.",
+            )
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         """The options that differ from their defaults, which is the canonical form."""
         return self.model_dump(exclude_defaults=True)
@@ -178,7 +243,7 @@ def option_schemas() -> dict[str, dict[str, Any]]:
 
 def shared_option_schemas() -> dict[str, dict[str, Any]]:
     """``option_schemas()`` to read and never to change: made once for each ``SIFT_FETCH_MAX_CHARS``,
-    not copied at each call, since every request's options are checked against it."""
+    not copied at each call, since a refusal of a request's options is worded from it."""
     return _option_schemas_for(settings.SIFT_FETCH_MAX_CHARS)
 
 
@@ -195,10 +260,10 @@ def known_options() -> dict[str, dict[str, Any]]:
     """Each option's schema as the model says it, made once (never to change); ``option_schemas()``
     adds the limits the settings set."""
     properties = TargetOptions.model_json_schema()["properties"]
-    return {name: _without_null(schema) for name, schema in properties.items()}
+    return {name: without_null(schema) for name, schema in properties.items()}
 
 
-def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+def without_null(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` without its null branch; an option of two types (``render``) keeps an ``anyOf``
     of them, its string branch an ``enum``, as every string option with fixed values has."""
     kept = {k: v for k, v in schema.items() if k not in ("title", "anyOf") and (k, v) != ("default", None)}
@@ -257,7 +322,7 @@ def parse_pages(spec: str) -> tuple[PageRange, ...]:
         match = _PAGES.match(part)
         if not match:
             raise InvalidTarget(
-                "options.pages",
+                "pages",
                 f"cannot read page range {part.strip()!r}",
                 'Write pages like "1-3,7,10-": numbers from 1, ranges with a dash.',
             )
@@ -265,7 +330,7 @@ def parse_pages(spec: str) -> tuple[PageRange, ...]:
         end = None if match[2] and match[3] is None else int(match[3] or match[1])
         if start < 1 or (end is not None and end < start):
             raise InvalidTarget(
-                "options.pages",
+                "pages",
                 f"page range {part.strip()!r} is empty or starts before page 1",
                 "Pages are numbered from 1 and a range must not run backwards.",
             )

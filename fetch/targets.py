@@ -1,19 +1,24 @@
 """What a target may ask the pipeline: a URL and its options (docs/api.md), parsed, validated
-and normalised.
+and normalised, for batch submissions, ``/v1/fetch`` and MCP alike.
 
-This is the one place a target is validated, for batch submissions and for ``/v1/fetch``
-alike. It knows nothing about jobs or HTTP; it only makes sure that whatever reaches the
-pipeline is well formed, so that bad input is refused before anything is stored.
+``TargetOptions`` validates the options; here its refusal is put in a caller's words
+(``refusal``, also for a map's options), the URL is normalised, and grep and jq are compiled,
+the costly check, after every cheap one and within a submission's program budget. It knows
+nothing about jobs or HTTP: whatever reaches the pipeline is well formed, so that bad input is
+refused before anything is stored.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import re2
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from fetch.limits import MAX_URL_CHARS
 from fetch.options import (
@@ -21,7 +26,6 @@ from fetch.options import (
     InvalidTarget,
     PageRange,
     TargetOptions,
-    parse_pages,
     shared_option_schemas,
 )
 from fetch.sandbox.child import compile_jq
@@ -42,6 +46,7 @@ __all__ = [
     "parse_targets",
     "printable",
     "re2_options",
+    "refusal",
 ]
 
 # jq compiles in time quadratic in the program and RE2 in time that grows with its compile
@@ -52,6 +57,7 @@ MAX_PROGRAMS_PER_SUBMISSION = 8
 # RE2's compile memory; a pattern that needs more is refused rather than built.
 RE2_MAX_MEM = 1 << 20
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
+OPTIONS_SHAPE_HINT = 'Send options as an object, e.g. {"mode": "text"}.'
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,10 @@ class Target:
 
     @classmethod
     def from_stored(cls, url: str, options: dict[str, Any]) -> Target:
-        """A target that was validated when it was submitted, rebuilt without compiling again."""
+        """A target this service validated at submit, rebuilt as it was accepted: not validated
+        again nor compiled. The worker claims it in a transaction that a refusal here would roll
+        back again and again, and a limit tightened since (``SIFT_FETCH_MAX_CHARS``) must not fail
+        a job accepted before it; an option no longer known is dropped."""
         known = {k: v for k, v in options.items() if k in TargetOptions.model_fields}
         return cls(url, TargetOptions.model_construct(**known))
 
@@ -74,111 +83,72 @@ def printable(name: str) -> str:
     return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _check_unicode(value: str, field: str) -> None:
-    # JSON's \ud800 escapes decode to lone surrogates, which no database column can store.
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidTarget(
-            field,
-            f"{field} is not valid Unicode text (it holds a lone surrogate)",
-            "Send text as valid UTF-8; escape only whole characters or surrogate pairs.",
-        ) from None
-
-
-def _check_text(name: str, value: object, limit: int) -> None:
-    field = f"options.{name}"
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidTarget(
-            field, f"{name} must be a non-empty string", f"Send {name} as a string, or leave it out."
+def refusal(exc: ValidationError, known: Mapping[str, dict[str, Any]], shape_hint: str) -> InvalidTarget:
+    """pydantic's refusal of an option set (``TargetOptions``, ``MapOptions``) in a caller's words:
+    the one place a ``ValidationError`` becomes ``InvalidTarget``. An unknown option is named first,
+    else the first option refused, as ``options.<name>``; ``known`` is the set's option schemas
+    (their limits as the settings say now), ``shape_hint`` what to send when options is no object."""
+    errors = exc.errors(include_url=False)
+    unknown = sorted(printable(str(e["loc"][0] if e["loc"] else e["input"])) for e in errors if _unknown(e))
+    if unknown:
+        return InvalidTarget(
+            f"options.{unknown[0]}",
+            f"unknown option {unknown[0]!r}",
+            "Known options: " + ", ".join(known) + ".",
         )
-    if len(value) > limit:
-        raise InvalidTarget(
-            field,
-            f"{name} is longer than {limit} characters",
-            f"Shorten {name} to at most {limit} characters.",
-        )
-    _check_unicode(value, field)
-    if "\x00" in value:
-        raise InvalidTarget(field, f"{name} holds a NUL character", f"Remove the NUL character from {name}.")
+    error = errors[0]
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, InvalidTarget):  # a rule with words of its own (pages, where reading starts)
+        name = str(error["loc"][0]) if error["loc"] else cause.field
+        return InvalidTarget(f"options.{name}", cause.message, cause.hint)
+    if not error["loc"]:
+        return InvalidTarget("options", "options must be an object", shape_hint)
+    name = str(error["loc"][0])
+    return InvalidTarget(f"options.{name}", *_words(name, error, known[name]))
 
 
-def _check_option(name: str, value: object, schema: dict[str, Any]) -> None:
-    """One option against its JSON Schema (``fetch.options``), refused in words naming it."""
-    if "anyOf" in schema:
-        _check_either(name, value, schema["anyOf"])
-    elif "enum" in schema:
-        if not isinstance(value, str) or value not in schema["enum"]:
-            shown = printable(value) if isinstance(value, str) else type(value).__name__
-            raise InvalidTarget(
-                f"options.{name}",
-                f"unknown {name} {shown!r}",
-                "Use one of: " + ", ".join(schema["enum"]) + ".",
-            )
-    elif schema["type"] == "boolean":
-        if not isinstance(value, bool):
-            raise InvalidTarget(
-                f"options.{name}", f"{name} must be true or false", f"Send {name} as a JSON boolean."
-            )
-    elif schema["type"] == "integer":
-        _check_integer(name, value, schema)
-    else:
-        _check_text(name, value, schema["maxLength"])
-        if "pattern" in schema and name != "pages" and not re.fullmatch(schema["pattern"], str(value)):
-            # pages are read by parse_pages, which says which range it cannot read.
-            raise InvalidTarget(
-                f"options.{name}",
-                f"{name} does not match {schema['pattern']}",
-                f"Send {name} as the API answered it.",
-            )
+def _unknown(error: ErrorDetails) -> bool:
+    # A name holding a lone surrogate is refused as text before pydantic sees that it is unknown.
+    return error["type"] == "extra_forbidden" or (error["type"] == "string_unicode" and not error["loc"])
 
 
-def _check_either(name: str, value: object, branches: list[dict[str, Any]]) -> None:
-    """An option of a boolean or a fixed string (``render``: true, false or "auto")."""
-    words = [value for branch in branches for value in branch.get("enum", [])]
-    if isinstance(value, bool) or (isinstance(value, str) and value in words):
-        return
+def _words(name: str, error: ErrorDetails, schema: dict[str, Any]) -> tuple[str, str]:
+    """What is wrong with option ``name`` and what to send instead, from its schema's type."""
+    value = error["input"]
     shown = printable(value) if isinstance(value, str) else type(value).__name__
-    raise InvalidTarget(
-        f"options.{name}",
-        f"{name} must be true, false or one of {', '.join(map(repr, words))}, not {shown!r}",
-        f"Send {name} as a JSON boolean or as one of: {', '.join(words)}.",
-    )
-
-
-def _check_integer(name: str, value: object, schema: dict[str, Any]) -> None:
-    least, most = schema["minimum"], schema["maximum"]
-    # A JSON boolean is a Python int: refused as any other non-integer.
-    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
-        raise InvalidTarget(
-            f"options.{name}",
+    if "anyOf" in schema:  # a boolean or a fixed string (render: true, false or "auto")
+        words = [word for branch in schema["anyOf"] for word in branch.get("enum", [])]
+        return (
+            f"{name} must be true, false or one of {', '.join(map(repr, words))}, not {shown!r}",
+            f"Send {name} as a JSON boolean or as one of: {', '.join(words)}.",
+        )
+    if "enum" in schema:
+        return f"unknown {name} {shown!r}", "Use one of: " + ", ".join(schema["enum"]) + "."
+    if schema["type"] == "boolean":
+        return f"{name} must be true or false", f"Send {name} as a JSON boolean."
+    if schema["type"] == "integer":
+        least, most = schema["minimum"], schema["maximum"]
+        return (
             f"{name} must be a whole number from {least} to {most}",
             f"Send {name} as a JSON integer, or leave it out.",
         )
+    return _text_words(name, error["type"], schema)
 
 
-def _check_slicing(given: dict[str, Any]) -> None:
-    """What the schema cannot say about where a fetch starts reading: a cursor, or an offset into
-    a version, never both; an offset only into the whole text, never into grep or question."""
-    if "cursor" in given and ("offset" in given or "version" in given):
-        raise InvalidTarget(
-            "options.cursor",
-            "cursor cannot be sent with offset or version",
-            "Send cursor alone to read the next slice, or offset with version to read from an offset.",
+def _text_words(name: str, kind: str, schema: dict[str, Any]) -> tuple[str, str]:
+    if kind == "string_too_long":
+        limit = schema["maxLength"]
+        return f"{name} is longer than {limit} characters", f"Shorten {name} to at most {limit} characters."
+    if kind == "string_unicode":  # JSON's \ud800 escapes decode to lone surrogates, which no column stores
+        return (
+            f"{name} is not valid Unicode text (it holds a lone surrogate)",
+            "Send text as valid UTF-8; escape only whole characters or surrogate pairs.",
         )
-    if "offset" in given and "version" not in given:
-        raise InvalidTarget(
-            "options.offset",
-            "offset needs version",
-            "Send version too: the content_sha256 of the answer the offset was taken from.",
-        )
-    narrowing = [name for name in ("grep", "question") if name in given]
-    if "offset" in given and narrowing:
-        raise InvalidTarget(
-            f"options.{narrowing[0]}",
-            f"offset reads the whole text, and {narrowing[0]} narrows it",
-            f"Leave {narrowing[0]} out to read from an offset (a span's start), or leave offset out.",
-        )
+    if kind == "string_nul":
+        return f"{name} holds a NUL character", f"Remove the NUL character from {name}."
+    if kind == "string_pattern_mismatch" or (kind == "string_too_short" and schema["minLength"] > 1):
+        return f"{name} does not match {schema['pattern']}", f"Send {name} as the API answered it."
+    return f"{name} must be a non-empty string", f"Send {name} as a string, or leave it out."
 
 
 def re2_options() -> re2.Options:
@@ -229,30 +199,12 @@ def compile_checks(options: TargetOptions) -> None:
 
 
 def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOptions:
-    """Raw options checked against their schema; null means left out. Page ranges are read, and
-    grep and jq compiled unless ``compile_programs`` is false (the caller compiles them later)."""
-    if raw is None:
-        return TargetOptions()
-    if not isinstance(raw, dict):
-        raise InvalidTarget(
-            "options", "options must be an object", 'Send options as an object, e.g. {"mode": "text"}.'
-        )
-    known = shared_option_schemas()
-    unknown = sorted(printable(name) for name in set(raw) - set(known))
-    if unknown:
-        raise InvalidTarget(
-            f"options.{unknown[0]}",
-            f"unknown option {unknown[0]!r}",
-            "Known options: " + ", ".join(known) + ".",
-        )
-    given = {name: value for name, value in raw.items() if value is not None}
-    for name, schema in known.items():
-        if name in given:
-            _check_option(name, given[name], schema)
-    if "pages" in given:
-        parse_pages(given["pages"])
-    _check_slicing(given)
-    options = TargetOptions.model_construct(**given)  # every value was checked above
+    """Raw options validated by ``TargetOptions``; null means left out. grep and jq are compiled
+    unless ``compile_programs`` is false (the caller compiles them later)."""
+    try:
+        options = TargetOptions.model_validate({} if raw is None else raw)
+    except ValidationError as exc:
+        raise refusal(exc, shared_option_schemas(), OPTIONS_SHAPE_HINT) from None
     if compile_programs:
         compile_checks(options)
     return options
@@ -265,7 +217,12 @@ def normalise_url(raw: object) -> str:
         raise InvalidTarget("url", "url must be a non-empty string", hint)
     if len(raw) > MAX_URL_CHARS:
         raise InvalidTarget("url", f"url is longer than {MAX_URL_CHARS} characters", "Shorten the URL.")
-    _check_unicode(raw, "url")
+    if raw != printable(raw):  # a lone surrogate, which no database column can store
+        raise InvalidTarget(
+            "url",
+            "url is not valid Unicode text (it holds a lone surrogate)",
+            "Send text as valid UTF-8; escape only whole characters or surrogate pairs.",
+        )
     if _CONTROL.search(raw):
         raise InvalidTarget(
             "url", "url holds spaces or control characters", "Percent-encode spaces and control characters."
@@ -328,7 +285,7 @@ def parse_targets(raw: list[object]) -> list[Target]:
             targets.append(parse_target(item, compile_programs=False))
         except InvalidTarget as exc:
             raise exc.at(index) from None
-    _check_program_budget(targets)
+    _within_program_budget(targets)
     compiled: set[tuple[str | None, str | None]] = set()
     for index, target in enumerate(targets):
         programs = (target.options.grep, target.options.jq)
@@ -342,7 +299,7 @@ def parse_targets(raw: list[object]) -> list[Target]:
     return targets
 
 
-def _check_program_budget(targets: list[Target]) -> None:
+def _within_program_budget(targets: list[Target]) -> None:
     seen: set[tuple[str, str]] = set()
     total = 0
     for index, target in enumerate(targets):

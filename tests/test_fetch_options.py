@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 from jsonschema import Draft202012Validator
+from pydantic import ValidationError
 
 from fetch.options import TargetOptions, option_schemas
-from fetch.targets import InvalidTarget, parse_options
+from fetch.targets import InvalidTarget, Target, parse_options
 
 TEXT_OPTIONS = [name for name, schema in option_schemas().items() if schema.get("type") == "string"]
 BOOLEAN_OPTIONS = [name for name, schema in option_schemas().items() if schema.get("type") == "boolean"]
@@ -114,3 +115,71 @@ def test_hidden_takes_drop_or_keep_and_images_a_boolean() -> None:
     options = parse_options({"hidden": "keep", "images": True}, compile_programs=False)
     assert (options.hidden, options.images) == ("keep", True)
     assert _refusal({"hidden": "show"}).hint == "Use one of: drop, keep."
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"max_chars": True},
+        {"max_chars": "5"},
+        {"max_age": 1.0},
+        {"offset": 3},
+        {"cursor": "abc", "version": "0" * 64},
+        {"offset": 0, "version": "0" * 64, "question": "why"},
+        {"pages": "3-1"},
+        {"grep": "a\x00"},
+        {"question": "\ud800"},
+        {"jq": "   "},
+        {"colour": "red"},
+    ],
+)
+def test_the_model_itself_refuses_what_validation_refuses(raw) -> None:
+    _refusal(raw)
+    with pytest.raises(ValidationError):
+        TargetOptions.model_validate(raw)
+
+
+def test_max_chars_is_bounded_by_the_setting_as_it_is_at_each_request(settings) -> None:
+    settings.SIFT_FETCH_MAX_CHARS = 1000
+    refused = _refusal({"max_chars": 1001})
+    assert (refused.field, refused.message) == (
+        "options.max_chars",
+        "max_chars must be a whole number from 1 to 1000",
+    )
+    settings.SIFT_FETCH_MAX_CHARS = 2000
+    assert parse_options({"max_chars": 1001}).max_chars == 1001
+
+
+@pytest.mark.parametrize("name", ["question", "pages", "grep", "jq", "cursor"])
+def test_a_text_option_refuses_blank_text_a_nul_and_a_lone_surrogate_saying_which(name) -> None:
+    blank, nul, lone = _refusal({name: "  "}), _refusal({name: "1\x00"}), _refusal({name: "1\ud800"})
+    assert {blank.field, nul.field, lone.field} == {f"options.{name}"}
+    assert (blank.message, blank.hint) == (
+        f"{name} must be a non-empty string",
+        f"Send {name} as a string, or leave it out.",
+    )
+    assert (nul.message, nul.hint) == (
+        f"{name} holds a NUL character",
+        f"Remove the NUL character from {name}.",
+    )
+    assert lone.message == f"{name} is not valid Unicode text (it holds a lone surrogate)"
+
+
+def test_an_option_named_with_a_lone_surrogate_is_refused_as_unknown_and_echoed_escaped() -> None:
+    refused = _refusal({"mode": "text", "q\ud800": 1})
+    assert (refused.field, refused.message) == ("options.q\\ud800", "unknown option 'q\\\\ud800'")
+
+
+def test_options_that_are_not_an_object_are_refused_naming_options() -> None:
+    for raw in ("text", ["mode"], 3):
+        refused = _refusal(raw)
+        assert (refused.field, refused.message) == ("options", "options must be an object")
+
+
+def test_a_stored_target_keeps_what_it_was_accepted_with_after_the_setting_is_tightened(settings) -> None:
+    settings.SIFT_FETCH_MAX_CHARS = 5000
+    accepted = parse_options({"max_chars": 5000, "grep": "tide"})
+    settings.SIFT_FETCH_MAX_CHARS = 1000
+    stored = Target.from_stored("https://example.org/", {**accepted.to_dict(), "retired_option": 1})
+    assert stored.options == accepted
+    assert _refusal({"max_chars": 5000}).field == "options.max_chars"

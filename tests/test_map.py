@@ -316,6 +316,23 @@ def test_bad_requests_are_refused_naming_the_field(agent, body, field):
     assert response.json()["details"][0]["field"] == field
 
 
+@pytest.mark.parametrize(
+    ("options", "error", "hint"),
+    [
+        ({"limit": True}, "options.limit: limit must be a whole number from 1 to 10000", "JSON integer"),
+        ({"include": "a\x00"}, "options.include: include holds a NUL character", "Remove the NUL"),
+        ({"search": "x" * 501}, "options.search: search is longer than 500 characters", "Shorten search"),
+        ("links", "options: options must be an object", 'Send options as {"links": true}.'),
+    ],
+)
+def test_a_maps_options_are_refused_in_the_words_a_targets_are(agent, options, error, hint):
+    _, client = agent
+    response = client.post("/v1/map", {"url": "https://example.org/", "options": options})
+    assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
+    assert response.json()["error"] == error
+    assert hint in response.json()["hint"]
+
+
 def test_get_refuses_an_unknown_parameter_and_a_blocked_address_is_403(agent, settings):
     _, client = agent
     unknown = client.get("/v1/map", url="https://example.org/", depth="2")

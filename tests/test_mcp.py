@@ -244,7 +244,10 @@ def test_a_bad_option_is_an_error_result_naming_the_field(mcp_server, agent):
     unknown = _refusal(call(mcp_server.url, key, "fetch", {"url": "https://example.org/", "colour": "red"}))
     assert bad_mode["code"] == bad_grep["code"] == unknown["code"] == "invalid_request"
     assert bad_mode["error"].startswith("mode:")
-    assert bad_grep["error"].startswith("options.grep: grep does not compile")
+    assert bad_mode["hint"] == "Use one of: markdown, text, raw."
+    # Named as the caller named it, an argument beside the URL, whichever check refused it.
+    assert bad_grep["error"].startswith("grep: grep does not compile")
+    assert bad_grep["details"] == [{"field": "grep", "message": bad_grep["error"].removeprefix("grep: ")}]
     assert "colour" in unknown["error"]
 
 

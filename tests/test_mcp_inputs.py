@@ -4,17 +4,19 @@ the settings set now. In-process; tests/test_mcp.py drives the tools over real H
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import ANY
 
 import anyio
 import pytest
 
 from batch.errors import Refused
-from doors.mcp import server, tools
+from doors.mcp import inputs, server, tools
 from fetch.options import option_schemas
 
 pytestmark = pytest.mark.django_db
 
 URL = "https://example.org/a"
+JOB_ID = "0" * 32
 
 
 def openapi(client: Any) -> dict[str, Any]:
@@ -48,17 +50,17 @@ def test_batch_submit_takes_the_targets_of_post_v1_batch(client):
     assert tools.TOOLS["batch_submit"].input_schema["properties"]["targets"] == untitled(submit["targets"])
 
 
-def test_an_over_long_question_or_unreadable_pages_are_refused_by_the_fetch_tools_schema():
+def test_an_over_long_question_or_unreadable_pages_are_refused_naming_the_argument_in_the_rest_apis_words():
     fetch = tools.TOOLS["fetch"]
     with pytest.raises(Refused) as long_question:
         tools.check_arguments(fetch, {"url": URL, "question": "why " * 600})
     assert long_question.value.code == "invalid_request"
-    assert long_question.value.message.startswith("question: 'why why")
-    assert long_question.value.message.endswith("... is too long")
-    assert len(long_question.value.message) < 120
+    assert long_question.value.message == "question: question is longer than 2000 characters"
+    assert long_question.value.hint == "Shorten question to at most 2000 characters."
     with pytest.raises(Refused) as pages:
         tools.check_arguments(fetch, {"url": URL, "pages": "one"})
     assert pages.value.details == [{"field": "pages", "message": pages.value.message.removeprefix("pages: ")}]
+    assert pages.value.message == "pages: cannot read page range 'one'"
 
 
 def listed() -> dict[str, Any]:
@@ -96,3 +98,100 @@ def test_more_targets_than_the_setting_allows_are_refused_too_many_targets_not_b
     assert "more than the 2 a job may hold" in outcome.body["error"]
     empty = tools.call(tools.TOOLS["batch_submit"], caller, {"targets": []})
     assert empty.code == "no_targets"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("batch_get", {}, "id"),
+        ("batch_get", {"id": "not-a-job"}, "id"),
+        ("batch_get", {"id": JOB_ID, "wait": True}, "wait"),
+        ("batch_get", {"id": JOB_ID, "wait": "5"}, "wait"),
+        ("batch_get", {"id": JOB_ID, "wait": 61}, "wait"),
+        ("batch_get", {"id": JOB_ID, "content": 1}, "content"),
+        ("batch_cancel", {"id": JOB_ID, "reason": "done"}, "reason"),
+        ("batch_list", {"limit": 0}, "limit"),
+        ("batch_list", {"offset": 1.0}, "offset"),
+        ("batch_submit", {"targets": URL}, "targets"),
+        ("batch_submit", {"targets": [URL], "idempotency_key": 5}, "idempotency_key"),
+        ("batch_submit", {"targets": [URL], "callback_url": ""}, "callback_url"),
+    ],
+)
+def test_an_argument_beside_the_options_is_refused_by_its_tools_model_naming_it(tool, arguments, field):
+    with pytest.raises(Refused) as refused:
+        tools.check_arguments(tools.TOOLS[tool], arguments)
+    assert refused.value.code == "invalid_request"
+    assert refused.value.details[0]["field"] == field
+    assert refused.value.message.startswith(f"{field}: ")
+    assert refused.value.hint == tools.ARGUMENTS_HINT
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field", "message"),
+    [
+        ("fetch", {"mode": "text"}, "url", "url must be a non-empty string"),
+        ("fetch", {"url": URL, "offset": 5}, "offset", "offset needs version"),
+        (
+            "fetch",
+            {"url": URL, "max_age": True},
+            "max_age",
+            "max_age must be a whole number from 0 to 2147483647",
+        ),
+        ("fetch", {"url": URL, "q\ud800": 1}, "q\\ud800", "unknown option 'q\\\\ud800'"),
+        ("fetch", {"url": URL, "jq": ".["}, "jq", "jq does not compile"),
+        ("map", {"url": URL, "limit": True}, "limit", "limit must be a whole number from 1 to 10000"),
+        ("map", {"url": URL, "search": "a\x00"}, "search", "search holds a NUL character"),
+        ("map", {"url": URL, "crawl": True}, "crawl", "unknown option 'crawl'"),
+    ],
+)
+def test_a_target_or_map_option_is_refused_as_rest_refuses_it_named_as_the_argument(
+    tool, arguments, field, message
+):
+    with pytest.raises(Refused) as refused:
+        tools.check_arguments(tools.TOOLS[tool], arguments)
+    assert refused.value.code == "invalid_request"
+    assert refused.value.details[0]["field"] == field
+    assert refused.value.message.startswith(f"{field}: {message}")
+
+
+def test_checked_arguments_take_their_defaults_and_a_null_is_not_given():
+    assert tools.check_arguments(tools.TOOLS["batch_get"], {"id": JOB_ID, "wait": None}) == {
+        "id": JOB_ID,
+        "wait": 0,
+        "content": True,
+    }
+    assert tools.check_arguments(tools.TOOLS["batch_list"], {"limit": None, "offset": 5}) == {
+        "limit": 20,
+        "offset": 5,
+    }
+    target = tools.check_arguments(tools.TOOLS["fetch"], {"url": URL, "mode": None, "grep": "tide"})
+    assert target.to_dict() == {"url": URL, "options": {"grep": "tide"}}
+
+
+def test_the_job_tools_take_the_bounds_of_the_rest_apis_parameters(client):
+    paths = openapi(client)["paths"]
+    get = {p["name"]: p["schema"] for p in paths["/v1/batch/{job_id}"]["get"]["parameters"]}
+    listed = {p["name"]: p["schema"] for p in paths["/v1/batch"]["get"]["parameters"]}
+    bounds = ("type", "minimum", "maximum", "default")
+    for tool, name, rest in [
+        ("batch_get", "wait", get),
+        ("batch_list", "limit", listed),
+        ("batch_list", "offset", listed),
+    ]:
+        argument = tools.TOOLS[tool].input_schema["properties"][name]
+        assert {k: argument[k] for k in bounds} == {k: rest[name][k] for k in bounds}
+    assert tools.TOOLS["batch_get"].input_schema["properties"]["id"]["pattern"] == get["job_id"]["pattern"]
+    assert tools.TOOLS["batch_get"].input_schema == {
+        "type": "object",
+        "properties": {
+            "id": {
+                "type": "string",
+                "pattern": get["job_id"]["pattern"],
+                "description": inputs.JOB_ID_DESCRIPTION,
+            },
+            "wait": {"type": "integer", "minimum": 0, "maximum": 60, "default": 0, "description": ANY},
+            "content": {"type": "boolean", "default": True, "description": ANY},
+        },
+        "required": ["id"],
+        "additionalProperties": False,
+    }

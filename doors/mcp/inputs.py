@@ -1,28 +1,80 @@
 """What each MCP tool takes: its description and its input schema, built each time they are asked.
 
-The fetch tool's arguments are a target's URL and options as ``fetch.options`` defines them, and
-batch_submit's targets are the very schema of ``POST /v1/batch``. Descriptions name the limits the
-settings set (targets per job, live jobs and fetches in flight per caller), never a retyped number.
+The fetch tool's arguments are a target's URL and options as ``fetch.options`` defines them (and
+validates them), the map tool's a map's as ``fetch.discovery.map_options`` does, and
+batch_submit's targets are the very schema of ``POST /v1/batch``. Every other argument is a field
+of a small pydantic model here, which both validates it and gives its schema. Descriptions name
+the limits the settings set (targets per job, live jobs and fetches in flight per caller), never
+a retyped number.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.conf import settings
+from pydantic import BaseModel, ConfigDict, Field
 
 from batch.models import JOB_ID_PATTERN, MAX_DB_INT
 from doors.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
-from doors.rest.schemas import targets_schema
+from doors.rest.schemas import SchemaFrom, targets_schema
 from fetch.discovery.map_options import map_option_schemas
 from fetch.limits import MAX_URL_CHARS
-from fetch.options import option_schemas, url_schema
+from fetch.options import option_schemas, url_schema, without_null
 
-JOB_ID_PROPERTY = {
-    "type": "string",
-    "pattern": JOB_ID_PATTERN,
-    "description": "The job id batch_submit answered: 32 lower-case hex digits.",
-}
+
+class ToolArguments(BaseModel):
+    """A tool's arguments beside a target's or a map's: each of its JSON type exactly, no other."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+JOB_ID_DESCRIPTION = "The job id batch_submit answered: 32 lower-case hex digits."
+JobId = Annotated[str, Field(pattern=JOB_ID_PATTERN, description=JOB_ID_DESCRIPTION)]
+
+
+class SubmitArguments(ToolArguments):
+    """The body of ``POST /v1/batch``, with the Idempotency-Key header as an argument."""
+
+    # Only a list here: its targets are refused as POST /v1/batch refuses them (doors.validation).
+    targets: Annotated[list[Any], SchemaFrom(targets_schema)]
+    idempotency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_KEY_LENGTH,
+        description="Optional: a value you choose once for this request (e.g. a UUID), to retry it "
+        "safely: sent again with the same targets it answers the same job, whatever its "
+        "status; with other targets it is refused idempotency_key_reused.",
+    )
+    callback_url: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_URL_CHARS,
+        description="Optional: when the job finishes, its summary is POSTed to this URL, signed "
+        "with your key's webhook secret (Standard Webhooks). It must pass the same "
+        "checks as a fetch.",
+    )
+
+
+class GetArguments(ToolArguments):
+    id: JobId
+    wait: int = Field(0, ge=0, le=60, description="Seconds to wait for the job to finish, 0 to 60.")
+    content: bool = Field(True, description="false: leave each result's content out, keep its metadata.")
+
+
+class CancelArguments(ToolArguments):
+    id: JobId
+
+
+class ListArguments(ToolArguments):
+    limit: int = Field(20, ge=1, le=100)
+    offset: int = Field(0, ge=0, le=MAX_DB_INT)
+
+
+def _schema_of(model: type[ToolArguments]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    properties = {name: without_null(field) for name, field in schema["properties"].items()}
+    return _object(properties, tuple(schema.get("required", ())))
 
 
 def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -100,33 +152,7 @@ def submit_description() -> str:
 
 
 def submit_arguments() -> dict[str, Any]:
-    """The body of ``POST /v1/batch``, with the Idempotency-Key header as an argument."""
-    return _object(
-        {
-            "targets": targets_schema(),
-            "idempotency_key": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_KEY_LENGTH,
-                "description": (
-                    "Optional: a value you choose once for this request (e.g. a UUID), to retry it "
-                    "safely: sent again with the same targets it answers the same job, whatever its "
-                    "status; with other targets it is refused idempotency_key_reused."
-                ),
-            },
-            "callback_url": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": MAX_URL_CHARS,
-                "description": (
-                    "Optional: when the job finishes, its summary is POSTed to this URL, signed "
-                    "with your key's webhook secret (Standard Webhooks). It must pass the same "
-                    "checks as a fetch."
-                ),
-            },
-        },
-        ("targets",),
-    )
+    return _schema_of(SubmitArguments)
 
 
 def get_description() -> str:
@@ -139,24 +165,7 @@ def get_description() -> str:
 
 
 def get_arguments() -> dict[str, Any]:
-    return _object(
-        {
-            "id": JOB_ID_PROPERTY,
-            "wait": {
-                "type": "integer",
-                "minimum": 0,
-                "maximum": 60,
-                "default": 0,
-                "description": "Seconds to wait for the job to finish, 0 to 60.",
-            },
-            "content": {
-                "type": "boolean",
-                "default": True,
-                "description": "false: leave each result's content out, keep its metadata.",
-            },
-        },
-        ("id",),
-    )
+    return _schema_of(GetArguments)
 
 
 def cancel_description() -> str:
@@ -167,7 +176,7 @@ def cancel_description() -> str:
 
 
 def cancel_arguments() -> dict[str, Any]:
-    return _object({"id": JOB_ID_PROPERTY}, ("id",))
+    return _schema_of(CancelArguments)
 
 
 def list_description() -> str:
@@ -175,9 +184,4 @@ def list_description() -> str:
 
 
 def list_arguments() -> dict[str, Any]:
-    return _object(
-        {
-            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-            "offset": {"type": "integer", "minimum": 0, "maximum": MAX_DB_INT, "default": 0},
-        }
-    )
+    return _schema_of(ListArguments)

@@ -1,8 +1,10 @@
 """The MCP tools: each one calls the functions the REST API calls, and answers what it answers.
 
-A tool takes a caller and its arguments and returns a JSON object shaped by the REST API's own
-response schemas, or raises the REST API's errors (``Refused``, ``FetchError``). There is no
-second path: validation, caps, the guard, the gate and the cache are the ones ``/v1`` uses.
+A tool checks its arguments (``check_arguments``: a target's or a map's through the REST API's
+own validation, the others through their model in ``doors.mcp.inputs``), then takes a caller and
+the checked arguments and returns a JSON object shaped by the REST API's own response schemas, or
+raises the REST API's errors (``Refused``, ``FetchError``). There is no second path: validation,
+caps, the guard, the gate and the cache are the ones ``/v1`` uses.
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import mcp_types as types
 from django.db import close_old_connections
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 from ninja import Schema
+from pydantic import ValidationError
 
 from batch import jobs, metrics
 from batch.errors import Refusal, Refused
@@ -34,13 +35,14 @@ from doors.mcp import inputs
 from doors.rest.map_schemas import MapAnswer
 from doors.rest.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut
 from doors.validation import validate_map, validate_target, validate_targets
+from fetch.discovery.map_options import MapRequest
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
+from fetch.targets import Target, printable
 
 log = logging.getLogger(__name__)
 
 ARGUMENTS_HINT = "Check the arguments against this tool's input schema (tools/list)."
-QUOTED_CHARS = 60
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,9 @@ class Tool:
     name: str
     describe: Callable[[], str]
     arguments: Callable[[], dict[str, Any]]
+    check: Callable[[dict[str, Any]], Any]
     output: type[Schema]
-    run: Callable[[ApiKey, dict[str, Any]], dict[str, Any]]
+    run: Callable[[ApiKey, Any], dict[str, Any]]
     annotations: types.ToolAnnotations
     needs_batch: bool = True
 
@@ -89,15 +92,40 @@ def _shaped(schema: type[Schema], body: dict[str, Any]) -> dict[str, Any]:
     return shaped
 
 
-def fetch(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
+def fetch_target(arguments: dict[str, Any]) -> Target:
+    """The URL and, beside it, the options of a target, validated as ``/v1/fetch`` validates them."""
     options = {name: value for name, value in arguments.items() if name != "url"}
-    target = validate_target({"url": arguments["url"], "options": options})
+    return validate_target({"url": arguments.get("url"), "options": options}, flat=True)
+
+
+def fetch(caller: ApiKey, target: Target) -> dict[str, Any]:
     return _shaped(FetchEnvelope, fetch_for(caller, target))
 
 
-def map_site(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
+def map_request(arguments: dict[str, Any]) -> MapRequest:
+    """The URL and, beside it, the options of a map, validated as ``/v1/map`` validates them."""
     options = {name: value for name, value in arguments.items() if name != "url"}
-    return _shaped(MapAnswer, map_for(caller, validate_map(arguments["url"], options)))
+    return validate_map(arguments.get("url"), options, flat=True)
+
+
+def map_site(caller: ApiKey, request: MapRequest) -> dict[str, Any]:
+    return _shaped(MapAnswer, map_for(caller, request))
+
+
+def validated(model: type[inputs.ToolArguments], arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as ``model`` takes them, defaults filled in; or ``invalid_request`` naming the
+    first one refused in pydantic's words, as django-ninja refuses the REST API's parameters."""
+    try:
+        return model.model_validate(arguments).model_dump()
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = printable(".".join(map(str, error["loc"]))) or "arguments"
+        raise Refused(
+            Refusal.INVALID_REQUEST,
+            f"{field}: {error['msg']}",
+            ARGUMENTS_HINT,
+            details=[{"field": field, "message": error["msg"]}],
+        ) from None
 
 
 def batch_submit(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -133,6 +161,7 @@ TOOLS = {
             name="fetch",
             describe=inputs.fetch_description,
             arguments=inputs.fetch_arguments,
+            check=fetch_target,
             output=FetchEnvelope,
             run=fetch,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=True),
@@ -142,6 +171,7 @@ TOOLS = {
             name="map",
             describe=inputs.map_description,
             arguments=inputs.map_arguments,
+            check=map_request,
             output=MapAnswer,
             run=map_site,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=True),
@@ -151,6 +181,7 @@ TOOLS = {
             name="batch_submit",
             describe=inputs.submit_description,
             arguments=inputs.submit_arguments,
+            check=partial(validated, inputs.SubmitArguments),
             output=SubmitOut,
             run=batch_submit,
             annotations=types.ToolAnnotations(
@@ -161,6 +192,7 @@ TOOLS = {
             name="batch_get",
             describe=inputs.get_description,
             arguments=inputs.get_arguments,
+            check=partial(validated, inputs.GetArguments),
             output=JobOut,
             run=batch_get,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
@@ -169,6 +201,7 @@ TOOLS = {
             name="batch_cancel",
             describe=inputs.cancel_description,
             arguments=inputs.cancel_arguments,
+            check=partial(validated, inputs.CancelArguments),
             output=JobSummary,
             run=batch_cancel,
             annotations=types.ToolAnnotations(
@@ -179,6 +212,7 @@ TOOLS = {
             name="batch_list",
             describe=inputs.list_description,
             arguments=inputs.list_arguments,
+            check=partial(validated, inputs.ListArguments),
             output=JobPage,
             run=batch_list,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
@@ -187,41 +221,14 @@ TOOLS = {
 }
 
 
-def check_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The arguments without nulls (a model may send null for "not given"), or ``invalid_request``.
+def check_arguments(tool: Tool, arguments: dict[str, Any]) -> Any:
+    """The arguments checked as ``tool`` takes them, nulls left out (a model may send null for
+    "not given"), or ``invalid_request`` naming the argument.
 
     The targets of a batch are left to ``doors.validation``, which refuses them as the REST
     API does: no_targets, too_many_targets, or invalid_request naming the target's index and field.
     """
-    given = {name: value for name, value in arguments.items() if value is not None}
-    validator = Draft202012Validator(tool.input_schema)
-    errors = [e for e in validator.iter_errors(given) if not _about_the_targets(e)]
-    if errors:
-        first = min(errors, key=lambda e: list(map(str, e.absolute_path)))
-        field = ".".join(map(str, first.absolute_path)) or "arguments"
-        message = _message(first)
-        raise Refused(
-            Refusal.INVALID_REQUEST,
-            f"{field}: {message}",
-            ARGUMENTS_HINT,
-            details=[{"field": field, "message": message}],
-        )
-    return given
-
-
-def _message(error: ValidationError) -> str:
-    """jsonschema's message, quoting at most the start of a long string (a 4000-character jq)."""
-    instance = error.instance
-    if isinstance(instance, str) and len(instance) > QUOTED_CHARS:
-        return error.message.replace(repr(instance), repr(instance[:QUOTED_CHARS]) + "...")
-    return error.message
-
-
-def _about_the_targets(error: ValidationError) -> bool:
-    path = error.absolute_path
-    if not path or path[0] != "targets":
-        return False
-    return len(path) >= 2 or error.validator in ("minItems", "maxItems")
+    return tool.check({name: value for name, value in arguments.items() if value is not None})
 
 
 @dataclass(frozen=True)

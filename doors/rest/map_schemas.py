@@ -1,6 +1,7 @@
 """Request and response shapes of ``/v1/map`` (docs/api.md, "Map a site"), also the OpenAPI
 schema and the MCP ``map`` tool's output schema. The options come from ``fetch.discovery.map_options``,
-their one definition; requests are checked at run time by ``fetch.discovery.map_options.parse_map_request``.
+their one definition and validator; requests are checked at run time by
+``fetch.discovery.map_options.parse_map_request``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """Request and response shapes of the JSON API (docs/api.md), also the OpenAPI schema.
 
-Request bodies are checked at run time by ``fetch.targets`` alone, which names the offending
-target and field. The JSON Schema of a target comes from ``fetch.options``, the one definition
-of what a target may ask, and says the same thing for clients and fuzzers: everything it
-refuses, validation refuses too; what it cannot say (a grep or jq program that does not compile,
-page ranges that run backwards, a port out of range) validation adds. Schemas that carry a
-setting are built when the OpenAPI document (or an MCP tool list) is, so they follow it.
+A target in a request body is checked at run time by ``doors.validation``: its options by
+``fetch.options.TargetOptions``, the one definition of what a target may ask and its one
+validator, whose refusal names the offending target and field. The JSON Schema of a target is
+that model's, and says the same thing for clients and fuzzers: everything it refuses, validation
+refuses too; what it cannot say (a grep or jq program that does not compile, page ranges that
+run backwards, options that make no sense together, a port out of range) validation adds.
+Schemas that carry a setting are built when the OpenAPI document (or an MCP tool list) is, so
+they follow it.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ class ErrorOut(Schema):
 class SubmitIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
-    # Checked at run time by fetch.targets, which names the target and field it refuses.
+    # Checked at run time by doors.validation, which names the target and field it refuses.
     targets: Annotated[list[Any], SchemaFrom(targets_schema)]
     # Checked at run time by the fetch guard (doors/callbacks.py).
     callback_url: str | None = Field(
@@ -165,14 +167,14 @@ class TargetIn(Schema):
 
     model_config = ConfigDict(extra="forbid")
 
-    # Checked at run time by fetch.targets, as in a batch.
+    # Checked at run time by doors.validation, as in a batch.
     url: Annotated[Any, WithJsonSchema(url_schema())]
     options: Annotated[Any, WithJsonSchema(options_schema())] = None
 
 
 def _query_parameter(name: str, schema: dict[str, Any]) -> Any:
     """An option as a query parameter: read as a string, a boolean or an integer, checked by
-    fetch.targets; its schema made when the document is (``max_chars`` follows the settings)."""
+    ``TargetOptions``; its schema made when the document is (``max_chars`` follows the settings)."""
     kind: Any = {"boolean": bool, "integer": int}.get(schema.get("type", ""), str)
     if "anyOf" in schema:  # an option of two types (render: a boolean or "auto") is read as either
         kind = TargetOptions.model_fields[name].annotation

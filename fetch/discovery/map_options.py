@@ -1,9 +1,10 @@
 """What a map may ask (docs/api.md, "Map a site"): its URL and options, defined once, validated.
 
-``MapOptions`` gives each option its type, default, limits and description; the OpenAPI
-document and the MCP ``map`` tool's input schema are built from ``map_option_schemas()``.
-``parse_map_request`` is the one place a map's raw URL and options are checked, for REST and MCP
-alike, and refuses with ``InvalidTarget`` naming the field.
+``MapOptions`` gives each option its type, default, limits and description, and validates them
+as ``TargetOptions`` does a target's; the OpenAPI document and the MCP ``map`` tool's input
+schema are built from ``map_option_schemas()``. ``parse_map_request`` takes a map's raw URL and
+options, for REST and MCP alike, and refuses with ``InvalidTarget`` naming the field
+(``url``, ``options.limit``), in the words ``fetch.targets.refusal`` gives a target's options.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from functools import cache
 from typing import Any
 
 import re2
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, ValidationError, field_validator
 
-from fetch.options import InvalidTarget, _without_null
-from fetch.targets import normalise_url, printable, re2_options
+from fetch.options import InvalidTarget, OptionSet, plain_text, without_null
+from fetch.targets import normalise_url, printable, re2_options, refusal
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 10_000
@@ -25,10 +26,8 @@ MAX_PATTERN_CHARS = 1000
 MAX_SEARCH_CHARS = 500
 
 
-class MapOptions(BaseModel):
+class MapOptions(OptionSet):
     """A map's options; an option left out, or sent as null, takes its default."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     links: bool = Field(
         default=False,
@@ -69,6 +68,8 @@ class MapOptions(BaseModel):
         "requests to the site by its Crawl-delay.",
     )
 
+    _texts_are_plain = field_validator("include", "exclude", "search")(plain_text)
+
 
 @dataclass(frozen=True)
 class MapRequest:
@@ -79,7 +80,7 @@ class MapRequest:
 @cache
 def _schemas() -> dict[str, dict[str, Any]]:
     properties = MapOptions.model_json_schema()["properties"]
-    return {name: _without_null(schema) for name, schema in properties.items()}
+    return {name: without_null(schema) for name, schema in properties.items()}
 
 
 def map_option_schemas() -> dict[str, dict[str, Any]]:
@@ -87,46 +88,19 @@ def map_option_schemas() -> dict[str, dict[str, Any]]:
     return copy.deepcopy(_schemas())
 
 
-def parse_map_request(url: object, raw_options: dict[str, Any]) -> MapRequest:
-    """The URL and options of a map, checked; nulls are "left out"; patterns compiled once."""
-    known = _schemas()
-    unknown = sorted(printable(name) for name in set(raw_options) - set(known))
-    if unknown:
-        raise InvalidTarget(
-            unknown[0], f"unknown option {unknown[0]!r}", "Known options: " + ", ".join(known) + "."
-        )
-    given = {name: value for name, value in raw_options.items() if value is not None}
-    for name, value in given.items():
-        _check(name, value, known[name])
+def parse_map_request(url: object, raw_options: object) -> MapRequest:
+    """The URL and options of a map, checked; nulls are "left out"; patterns compiled once the
+    cheap checks have passed."""
+    try:
+        options = MapOptions.model_validate({} if raw_options is None else raw_options)
+    except ValidationError as exc:
+        raise refusal(exc, _schemas(), 'Send options as {"links": true}.') from None
     normalised = normalise_url(url)
     for name in ("include", "exclude"):
-        if name in given:
-            _compile(name, given[name])
-    return MapRequest(normalised, MapOptions.model_construct(**{**MapOptions().model_dump(), **given}))
-
-
-def _check(name: str, value: object, schema: dict[str, Any]) -> None:
-    if schema["type"] == "boolean":
-        if not isinstance(value, bool):
-            raise InvalidTarget(name, f"{name} must be true or false", f"Send {name} as a JSON boolean.")
-    elif schema["type"] == "integer":
-        least, most = schema["minimum"], schema["maximum"]
-        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
-            raise InvalidTarget(
-                name,
-                f"{name} must be a whole number from {least} to {most}",
-                f"Send {name} as a JSON integer.",
-            )
-    else:
-        limit = schema["maxLength"]
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidTarget(name, f"{name} must be a non-empty string", f"Send {name} as a string.")
-        if len(value) > limit or "\x00" in value or value != printable(value):
-            raise InvalidTarget(
-                name,
-                f"{name} is longer than {limit} characters or holds a NUL or a lone surrogate",
-                f"Send {name} as valid text of at most {limit} characters.",
-            )
+        pattern = getattr(options, name)
+        if pattern is not None:
+            _compile(name, pattern)
+    return MapRequest(normalised, options)
 
 
 def _compile(name: str, pattern: str) -> None:
@@ -136,7 +110,7 @@ def _compile(name: str, pattern: str) -> None:
         message = exc.args[0] if exc.args else exc
         text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
         raise InvalidTarget(
-            name,
+            f"options.{name}",
             f"{name} does not compile: {printable(text)}",
             "Use RE2 syntax (no backreferences or lookaround) and keep the pattern small.",
         ) from None
