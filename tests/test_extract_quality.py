@@ -27,8 +27,9 @@ from fetch.html.line_cleanup import (
     drop_title_lines,
     page_titles,
 )
-from fetch.html.main_content import choose_reading, html_text, page_kind, peer_items
+from fetch.html.main_content import choose_reading, html_text, peer_items
 from fetch.html.page_kinds import drop_overlays, drop_related_sections, grows_inside, main_element
+from fetch.html.page_type import page_kind
 from fetch.html.reader import read_page
 from fetch.targets import TargetOptions
 
