@@ -80,10 +80,12 @@ def from_dict(raw: dict[str, Any]) -> Forest:
 
 
 def _tree(raw: dict[str, Any]) -> Tree:
+    # The lists as JSON gives them (ints and floats): converting each number again would double
+    # the time the model takes to load.
     return Tree(
-        feature=tuple(int(x) for x in raw["feature"]),
-        threshold=tuple(float(x) for x in raw["threshold"]),
-        left=tuple(int(x) for x in raw["left"]),
-        right=tuple(int(x) for x in raw["right"]),
-        value=tuple(float(x) for x in raw["value"]),
+        feature=tuple(raw["feature"]),
+        threshold=tuple(raw["threshold"]),
+        left=tuple(raw["left"]),
+        right=tuple(raw["right"]),
+        value=tuple(raw["value"]),
     )
