@@ -1,5 +1,5 @@
 """The page-type model: its exported trees evaluated without scikit-learn (fetch/html/forest.py),
-its features those the page code measures, and the kind it gives a page that names none."""
+its features those the page code measures; and the kind a page declares, which it is read as."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import lxml.html
 
 from fetch.html import forest
-from fetch.html.page_type import FEATURES, PAGE_TYPES, page_features, page_type, reading_kind
+from fetch.html.page_type import FEATURES, PAGE_TYPES, declared_kind, page_features, page_type
 
 
 def test_the_committed_model_reads_the_features_the_page_code_measures_and_gives_the_seven_kinds() -> None:
@@ -55,9 +55,12 @@ def test_a_page_is_measured_by_every_feature_and_given_one_of_the_seven_kinds() 
     assert 0 < share <= 1
 
 
-def test_a_page_that_names_its_kind_is_read_as_it_says_whatever_the_model_thinks() -> None:
+def test_a_page_is_read_as_the_kind_it_names_and_one_that_names_none_is_a_page() -> None:
     tree = lxml.html.document_fromstring(
         '<html><head><meta property="og:type" content="product"></head>'
         "<body><p>Ten words of text.</p></body></html>"
     )
-    assert reading_kind(tree, "https://shop.example/blog/2024/01/a-post", set()) == "product"
+    assert declared_kind(tree, set()) == "product"
+    assert declared_kind(tree, {"DiscussionForumPosting"}) == "forum"
+    bare = lxml.html.document_fromstring("<html><body><p>Ten words of text.</p></body></html>")
+    assert declared_kind(bare, set()) == "page"

@@ -63,7 +63,7 @@ from fetch.html.page_kinds import (
     navigation_only,
     scrap_holder,
 )
-from fetch.html.page_type import ARTICLE_TYPES, reading_kind, schema_types
+from fetch.html.page_type import ARTICLE_TYPES, declared_kind, schema_types
 from fetch.html.peers import peer_items
 
 # A Markdown link or image: its text, and its target (which may hold one level of parentheses).
@@ -119,13 +119,15 @@ def html_text(
     if prepare is not None:
         prepare(tree)
     prepare_page(tree)
-    if navigation_only(tree):
-        return HtmlText("", _title(tree), _lang(tree), _canonical_url(tree, url))
     if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
         content = whole_page_text(tree, markdown=markdown, images=images, links=False)
     else:
-        content = _main_content(tree, url=url, markdown=markdown, images=images)
+        content = _main_content(tree, markdown=markdown, images=images)
     content = drop_calls_to_action(content)
+    # A page of navigation alone reads as its menu: weighed only when the reading is short, so
+    # that a page with text pays nothing for the question.
+    if _chars(content) < SHORT_MAIN_CHARS and navigation_only(tree):
+        content = ""
     return HtmlText(content.strip(), _title(tree), _lang(tree), _canonical_url(tree, url))
 
 
@@ -141,9 +143,9 @@ def _element_count(tree: lxml.html.HtmlElement) -> int:
     return int(tree.xpath("count(//*)"))
 
 
-def _main_content(tree: lxml.html.HtmlElement, *, url: str, markdown: bool, images: bool = False) -> str:
+def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False) -> str:
     types = schema_types(tree)
-    kind = reading_kind(tree, url, types)
+    kind = declared_kind(tree, types)
     if kind != "article":
         content = _trafilatura_page(tree, markdown=markdown, kind=kind, images=images)
         if kind in ("page", "product") and not marks_main(tree):

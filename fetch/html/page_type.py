@@ -7,7 +7,8 @@ code blocks, tables, forms, buttons, prices, dates and headings it holds, the wo
 ``class`` and ``id`` names (``post``, ``reply``, ``price``, ``sidebar``, ``toc``, ``filter``...),
 and its longest run of siblings built alike (a thread's posts, a grid's cards). ``page_type``
 gives them to the boosted trees of ``models/page_type.json`` (``fetch.html.forest``), read once,
-when first needed. ``main_content`` reads each kind its own way (docs/fetch-content.md).
+when first needed. ``main_content`` reads a page by the kind it declares (``declared_kind``):
+routing pages by the model's kind measured no better on sites it never saw (docs/decisions.md).
 
 The sandbox child runs it: it imports nothing but the standard library and lxml.
 """
@@ -34,18 +35,6 @@ _KIND_TYPES = (
                            "AnalysisNewsArticle", "OpinionNewsArticle", "Report", "LiveBlogPosting"})),
 )  # fmt: skip
 ARTICLE_TYPES = dict(_KIND_TYPES)["article"]
-# How ``main_content`` reads a page that names no kind, by the kind the model gives it: the
-# reading of the kinds it has (article, forum, product, listing, page) with the best mean word F1
-# on the learning pages of each WCXB kind (docs/decisions.md).
-READING_OF_TYPE = {
-    "article": "product",
-    "forum": "product",
-    "product": "product",
-    "collection": "page",
-    "documentation": "page",
-    "listing": "page",
-    "service": "page",
-}
 PAGE_TYPES = ("article", "collection", "documentation", "forum", "listing", "product", "service")
 # schema.org types (JSON-LD @type, microdata itemtype) by the kind of page they tell.
 SCHEMA_GROUPS = {
@@ -135,15 +124,6 @@ def declared_kind(tree: lxml.html.HtmlElement, types: set[str]) -> str:
         if kind == "product" and og_type.startswith("product"):
             return kind
     return "article" if og_type == "article" else "page"
-
-
-def reading_kind(tree: lxml.html.HtmlElement, url: str, types: set[str]) -> str:
-    """How ``main_content`` reads the page: as the kind it says it is, else as the model's kind
-    for it says (``READING_OF_TYPE``)."""
-    declared = declared_kind(tree, types)
-    if declared != "page":
-        return declared
-    return READING_OF_TYPE[page_type(tree, url, types)[0]]
 
 
 def schema_types(tree: lxml.html.HtmlElement) -> set[str]:
