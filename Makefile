@@ -11,7 +11,7 @@ METRICS_DIR ?= $(CURDIR)/var/metrics
 # Django's signing key, shared by web, cluster and commands; settings read it when SECRET_KEY is unset.
 SECRET_KEY_FILE ?= var/secret_key
 
-.PHONY: chromium run test check clean secret-key
+.PHONY: chromium run test check clean secret-key model
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,13 @@ check: $(VENV)/.installed $(SECRET_KEY_FILE)
 	$(BIN)/mypy .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/lint-imports
+
+# The page-type model the sandbox child reads (fetch/html/models/page_type.json), rebuilt from the
+# labelled pages in the bench-data directory (bench/train.py says what it learns from and prints
+# how it was checked). Its training library is a development requirement, never the service's.
+BENCH_DATA ?= ../shared/bench-data
+model: $(VENV)/.installed
+	$(BIN)/python -m bench.train --data $(BENCH_DATA)
 
 clean:
 	rm -rf $(VENV) var staticfiles db.sqlite3*

@@ -10,7 +10,17 @@ then averaged per page type:
   page's main text (the title left to the envelope); a page's type is its name's first word;
 - ``wcxb-dev`` (bench-data): real pages of seven types (article, collection, documentation,
   forum, listing, product, service), at most one a site. It is split in two fixed halves by a
-  hash of the page id: rules are tuned on ``tune`` and checked on ``check`` (docs/benchmarks.md).
+  hash of the page id: rules are tuned and the page-type model trained on ``tune`` (with
+  ``wcxb-train``), and ``check`` is the test set, never tuned or trained on (docs/benchmarks.md).
+
+``learning``: the pages the page-type model learns from (the tune half and ``wcxb-train``, whose
+pages share no site with wcxb-dev), read as the service reads them; with ``--cv`` they are split
+in folds by site (the page's host), each fold read with a page-type model trained on the others
+(``bench/train.py``), so that no page is read by a model that saw its site: the cross-validated
+figures. ``--save FILE``
+keeps each page's scores; ``--against FILE`` compares with such a file (another branch's, say):
+per set and page type the mean change of sift's F1 with its 95% interval by a paired bootstrap
+over that type's pages; an interval wholly below zero is a real drop, not noise.
 
 Both extractors run in this one process, one page after the other: sift in text mode through
 ``fetch.extract.extract`` (in the sandbox child, as the service runs it), and trafilatura called
@@ -19,7 +29,7 @@ directly with its defaults. ``--cpu`` adds the CPU milliseconds per page of each
 bench/extract.py measures the service's rates.
 
     .venv/bin/python -m bench.quality [--data DIR] [--sets articles,pages,wcxb]
-        [--half tune|check] [--worst N] [--cpu]
+        [--half tune|check] [--worst N] [--cpu] [--cv] [--save FILE] [--against FILE]
 """
 
 from __future__ import annotations
@@ -29,11 +39,12 @@ import gzip
 import hashlib
 import json
 import os
+import random
 import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
@@ -46,9 +57,11 @@ from fetch.documents.sniff import clean_text, decode_text
 from fetch.html.reader import read_page
 
 PAGES = Path(__file__).resolve().parent / "pages"
-SETS = ("articles", "pages", "wcxb")
+SETS = ("articles", "pages", "wcxb", "learning")
+LEARNING = "learning pages (tune half, wcxb-train)"
 HALVES = ("tune", "check")
 _TOKEN = re.compile(r"\w+")
+BOOTSTRAP_ROUNDS = 2000
 
 Extractor = Callable[[bytes, str], str]
 
@@ -157,11 +170,15 @@ def by_type(pages: list[LabelledPage], values: list[float]) -> dict[str, list[fl
     return grouped
 
 
-def report(title: str, pages: list[LabelledPage], worst: int) -> None:
-    """One table: per page type (and per half on wcxb-dev), sift text beside trafilatura."""
-    sift_scores = scores(sift("text"), pages)
+def report(
+    title: str, pages: list[LabelledPage], worst: int, sift_scores: list[Score] | None = None
+) -> dict[str, tuple[float, float]]:
+    """One table: per page type (and per half, or part), sift text beside trafilatura; each
+    page's two F1s by its name."""
+    sift_scores = sift_scores or scores(sift("text"), pages)
     direct_scores = scores(trafilatura_direct, pages)
-    groups = {"": pages} if not pages[0].half else {h: [p for p in pages if p.half == h] for h in HALVES}
+    halves = sorted({page.half for page in pages})
+    groups = {"": pages} if not pages[0].half else {h: [p for p in pages if p.half == h] for h in halves}
     if len(groups) > 1:
         groups["all"] = pages
     columns: dict[str, tuple[dict[str, list[float]], dict[str, list[float]]]] = {}
@@ -195,6 +212,55 @@ def report(title: str, pages: list[LabelledPage], worst: int) -> None:
                 f"  worst: {page.name} {page.page_type} F1 {mine.f1:.2f} vs {theirs.f1:.2f} "
                 f"(P {mine.precision:.2f} R {mine.recall:.2f})"
             )
+    pairs = zip(pages, sift_scores, direct_scores, strict=True)
+    return {page.name: (mine.f1, theirs.f1) for page, mine, theirs in pairs}
+
+
+def report_cross_validated(
+    pages: list[LabelledPage], folds: int, worst: int
+) -> dict[str, tuple[float, float]]:
+    """sift's F1 on each page read with a page-type model trained on the other folds' sites."""
+    # scikit-learn and the model's own modules: imported for --cv alone.
+    from bench import train
+    from fetch.html.forest import from_dict
+    from fetch.html.page_type import use_model
+
+    learnt = train.labelled_pages(pages)
+    by_name = {page.name: page for page in learnt}
+    found: dict[str, Score] = {}
+    for learn, judge in train.folds(learnt, folds):
+        use_model(from_dict(train.exported(train.fitted(learn))))
+        for page in judge:
+            source = next(p for p in pages if p.name == page.name)
+            found[page.name] = score(sift_in_process(source.body, source.url), source.truth)
+    use_model(None)
+    kept = [page for page in pages if page.name in by_name]
+    title = f"{LEARNING}, cross-validated by site ({folds} folds)"
+    return report(title, kept, worst, [found[page.name] for page in kept])
+
+
+def compare(saved: dict[str, dict[str, list[float]]], now: dict[str, dict[str, tuple[float, float]]],
+            sets: dict[str, list[LabelledPage]]) -> None:  # fmt: skip
+    """Per set and page type, the mean change of sift's F1 against ``saved`` with its 95% interval
+    by a paired bootstrap over the pages of that type (``BOOTSTRAP_ROUNDS`` resamplings)."""
+    rng = random.Random(0)
+    print("\nsift's F1 against the saved run: mean change [95% interval], * a real drop")
+    for title, pages in sets.items():
+        before, after = saved.get(title, {}), now.get(title, {})
+        kinds = sorted({page.page_type for page in pages})
+        for kind in [*kinds, "all"]:
+            changes = [
+                after[page.name][0] - before[page.name][0]
+                for page in pages
+                if (kind in ("all", page.page_type)) and page.name in before and page.name in after
+            ]
+            if not changes:
+                continue
+            means = sorted(mean([rng.choice(changes) for _ in changes]) for _ in range(BOOTSTRAP_ROUNDS))
+            low, high = means[int(0.025 * BOOTSTRAP_ROUNDS)], means[int(0.975 * BOOTSTRAP_ROUNDS) - 1]
+            flag = " *" if high < 0 else ""
+            interval = f"[{low:+.3f}, {high:+.3f}]"
+            print(f"  {title:<32} {kind:<14} {mean(changes):+.3f} {interval} {len(changes):>4}{flag}")
 
 
 def report_cpu(title: str, pages: list[LabelledPage]) -> None:
@@ -214,6 +280,11 @@ def labelled_sets(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         found["article-extraction benchmark"] = benchmark_pages(data.articles(parser, args.data))
     if "pages" in chosen:
         found["bench/pages"] = non_article_pages()
+    if "learning" in chosen:
+        dev = benchmark_pages(data.required(parser, args.data, data.WCXB), halves=True)
+        train = benchmark_pages(data.required(parser, args.data, "wcxb-train"))
+        found[LEARNING] = [page for page in dev if page.half == "tune"]
+        found[LEARNING] += [replace(page, half="train") for page in train]
     if "wcxb" in chosen:
         wcxb = benchmark_pages(data.required(parser, args.data, data.WCXB), halves=True)
         found["wcxb-dev"] = [page for page in wcxb if args.half in ("", page.half)]
@@ -223,19 +294,33 @@ def labelled_sets(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     data.add_argument(parser)
-    parser.add_argument("--sets", default=",".join(SETS), help=f"which sets to score ({','.join(SETS)})")
+    parser.add_argument(
+        "--sets", default="articles,pages,wcxb", help=f"which sets to score ({','.join(SETS)})"
+    )
     parser.add_argument("--half", choices=HALVES, default="", help="only this half of wcxb-dev")
     parser.add_argument(
         "--worst", type=int, default=0, metavar="N", help="list the N pages sift loses most on"
     )
     parser.add_argument("--cpu", action="store_true", help="also time both extractors in one process")
+    parser.add_argument("--cv", action="store_true", help="read the learning pages cross-validated by site")
+    parser.add_argument("--folds", type=int, default=5, help="folds of --cv")
+    parser.add_argument("--save", type=Path, metavar="FILE", help="write each page's scores here")
+    parser.add_argument("--against", type=Path, metavar="FILE", help="compare with a --save file")
     args = parser.parse_args()
     sets = labelled_sets(parser, args)
     warm = non_article_pages()[0]
     sift("text")(warm.body, warm.url)  # start the sandbox child, warm imports and caches
     trafilatura_direct(warm.body, warm.url)
+    found = {}
     for title, pages in sets.items():
-        report(title, pages, args.worst)
+        if title == LEARNING and args.cv:
+            found[title] = report_cross_validated(pages, args.folds, args.worst)
+        else:
+            found[title] = report(title, pages, args.worst)
+    if args.save:
+        args.save.write_text(json.dumps(found, indent=0, sort_keys=True), encoding="utf-8")
+    if args.against:
+        compare(json.loads(args.against.read_text(encoding="utf-8")), found, sets)
     if args.cpu:
         print()
         for title, pages in sets.items():

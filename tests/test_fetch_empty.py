@@ -125,3 +125,28 @@ def test_a_target_row_stores_the_empty_outcome_under_its_constraint(agent):
     caller, _ = agent
     job = make_job(caller, "done", targets=[failed_target(outcome="empty")])
     assert BatchTarget.objects.get(job=job).outcome == "empty"
+
+
+NAVIGATION_ONLY = b"""<!doctype html><html><head><title>Example</title></head>
+<body><header><nav><a href="/">Home</a> <a href="/about">About us</a></nav></header>
+<footer><a href="/privacy">Privacy</a></footer></body></html>"""
+LINK_LISTING = b"""<!doctype html><html><head><title>Harbour guides</title></head>
+<body><nav><a href="/">Home</a></nav><main><ul>
+<li><a href="/g/tides">Reading the tide tables</a></li>
+<li><a href="/g/moorings">Choosing a mooring</a></li>
+<li><a href="/g/charts">Charts for small boats</a></li></ul></main></body></html>"""
+
+
+def test_a_page_of_navigation_alone_is_empty_and_a_listing_of_links_is_content(
+    agent, httpserver, open_loopback
+):
+    _, client = agent
+    httpserver.expect_request("/nav").respond_with_data(NAVIGATION_ONLY, content_type="text/html")
+    httpserver.expect_request("/guides").respond_with_data(LINK_LISTING, content_type="text/html")
+    for mode in ("text", "markdown"):
+        response = client.get("/v1/fetch", url=httpserver.url_for("/nav"), mode=mode)
+        assert (response.status_code, response.json()["code"]) == (422, "empty")
+        listing = client.get("/v1/fetch", url=httpserver.url_for("/guides"), mode=mode)
+        assert listing.status_code == 200, listing.content
+        assert "Choosing a mooring" in listing.json()["content"]
+        assert "Home" not in listing.json()["content"]

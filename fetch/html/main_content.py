@@ -60,8 +60,10 @@ from fetch.html.page_kinds import (
     grows_inside,
     main_element,
     marks_main,
+    navigation_only,
     scrap_holder,
 )
+from fetch.html.page_type import ARTICLE_TYPES, declared_kind, schema_types
 from fetch.html.peers import peer_items
 
 # A Markdown link or image: its text, and its target (which may hold one level of parentheses).
@@ -86,19 +88,6 @@ PRECISE_SURE_CHARS = 1000
 MAIN_CONTENT_MAX_ELEMENTS = 50_000
 _LANG = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*$")
 _SPACES = re.compile(r"\s+")
-# schema.org types that say what a page is, most specific kind first (page_kind).
-_KIND_TYPES = (
-    ("forum", frozenset({"DiscussionForumPosting", "QAPage", "SocialMediaPosting", "Comment"})),
-    ("product", frozenset({"Product", "ProductGroup", "IndividualProduct", "Offer"})),
-    ("documentation", frozenset({"TechArticle", "APIReference", "SoftwareSourceCode"})),
-    ("listing", frozenset({"ItemList", "CollectionPage", "SearchResultsPage", "OfferCatalog"})),
-    ("article", frozenset({"Article", "NewsArticle", "BlogPosting", "ReportageNewsArticle",
-                           "AnalysisNewsArticle", "OpinionNewsArticle", "Report", "LiveBlogPosting"})),
-)  # fmt: skip
-_ARTICLE_TYPES = dict(_KIND_TYPES)["article"]
-# Bounded, so that a hostile script of many unclosed "@type" values costs linear time.
-_LD_TYPE = re.compile(r'"@type"\s*:\s*(\[[^\]]{0,300}\]|"[^"]{0,200}")')
-_QUOTED = re.compile(r'"([^"]+)"')
 # trafilatura is not thread-safe: two threads extracting at once in one process can corrupt the
 # heap and abort it ("double free or corruption"; adbar/trafilatura#840, #925). A sandbox child
 # is single-threaded; an in-process caller with threads (a benchmark, a test) takes turns.
@@ -129,14 +118,23 @@ def html_text(
         return HtmlText("", None, None, None)
     if prepare is not None:
         prepare(tree)
-    drop_overlays(tree)
-    drop_related_sections(tree)
+    prepare_page(tree)
     if _element_count(tree) > MAIN_CONTENT_MAX_ELEMENTS:
         content = whole_page_text(tree, markdown=markdown, images=images, links=False)
     else:
         content = _main_content(tree, markdown=markdown, images=images)
     content = drop_calls_to_action(content)
+    # A page of navigation alone reads as its menu: weighed only when the reading is short, so
+    # that a page with text pays nothing for the question.
+    if _chars(content) < SHORT_MAIN_CHARS and navigation_only(tree):
+        content = ""
     return HtmlText(content.strip(), _title(tree), _lang(tree), _canonical_url(tree, url))
+
+
+def prepare_page(tree: lxml.html.HtmlElement) -> None:
+    """Remove what is no text of any page before it is read: overlays and related sections."""
+    drop_overlays(tree)
+    drop_related_sections(tree)
 
 
 def _element_count(tree: lxml.html.HtmlElement) -> int:
@@ -146,8 +144,8 @@ def _element_count(tree: lxml.html.HtmlElement) -> int:
 
 
 def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False) -> str:
-    types = _schema_types(tree)
-    kind = _page_kind(tree, types)
+    types = schema_types(tree)
+    kind = declared_kind(tree, types)
     if kind != "article":
         content = _trafilatura_page(tree, markdown=markdown, kind=kind, images=images)
         if kind in ("page", "product") and not marks_main(tree):
@@ -157,7 +155,7 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
     whole = _whole_page_instead(tree, content, markdown=markdown, images=images)
     if whole:
         return whole
-    og_only = kind == "article" and not types & _ARTICLE_TYPES
+    og_only = kind == "article" and not types & ARTICLE_TYPES
     if og_only:
         content = _balanced_instead(tree, content, markdown=markdown, images=images) or content
     if kind == "page" or og_only:
@@ -172,38 +170,6 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
     if kind == "forum":
         content = drop_repeated_sentences(content)
     return content
-
-
-def page_kind(tree: lxml.html.HtmlElement) -> str:
-    """What the page says it is: forum, product, documentation, listing, article or page.
-
-    Read from its schema.org types (JSON-LD ``@type`` and microdata ``itemtype``) and its Open
-    Graph ``og:type``, the most specific first: a thread's posts, a product, a technical
-    document, a list of items, then an article (``og:type`` article, which many sites put on
-    every page, counts only when nothing more specific is said). A page that says none of these
-    is a "page".
-    """
-    return _page_kind(tree, _schema_types(tree))
-
-
-def _page_kind(tree: lxml.html.HtmlElement, types: set[str]) -> str:
-    og_type = (_first(tree, "//meta[@property='og:type']/@content") or "").lower()
-    for kind, names in _KIND_TYPES:
-        if types & names:
-            return kind
-        if kind == "product" and og_type.startswith("product"):
-            return kind
-    return "article" if og_type == "article" else "page"
-
-
-def _schema_types(tree: lxml.html.HtmlElement) -> set[str]:
-    """Every schema.org type the page names, in JSON-LD or microdata, without its URL prefix."""
-    types: set[str] = set()
-    for script in tree.xpath("//script[@type='application/ld+json']/text()"):
-        for value in _LD_TYPE.findall(str(script)):
-            types.update(_QUOTED.findall(value))
-    types.update(str(url).rstrip("/").rsplit("/", 1)[-1] for url in tree.xpath("//@itemtype"))
-    return types
 
 
 def _trafilatura_page(
