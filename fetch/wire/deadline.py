@@ -29,7 +29,7 @@ class Deadline:
     A read blocked in the kernel cannot look at a clock, and a server that drips a byte a
     second never trips a per-read timeout; shutting the socket down from a timer thread is
     what wakes the read (one thread for every deadline of the process, ``_Watchdog``: a thread
-    started for each download cost its start, ~1 ms on a busy machine, in every download). A
+    started for each download would wait for the GIL to start, in every download). A
     socket shut down this way can look like a clean end of body, so the reader asks
     ``check()`` after the last read.
     """
