@@ -87,7 +87,7 @@ def _obtain(target: Target, partition: str, caller: str, turn: HostTurn) -> Sour
         with turn() as timeout, gate.fetch_slot(caller):
             conditions = cache.conditional_headers(copy) if copy else None
             download = client.download(target.url, headers=conditions, timeout=timeout)
-        return _from_upstream(target, partition, download, copy)
+        return _from_upstream(target, partition, download, copy if conditions else None)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
             return _from_cache(copy, "stale")
@@ -179,11 +179,13 @@ def _from_cache(copy: CachedDocument, state: CacheState) -> Source:
 
 
 def _from_upstream(
-    target: Target, partition: str, download: client.Download, copy: CachedDocument | None
+    target: Target, partition: str, download: client.Download, asked: CachedDocument | None
 ) -> Source:
-    if download.status == 304 and copy is not None:
-        cache.refresh(copy, download)
-        return _from_cache(copy, "revalidated")
+    """``asked`` is the copy whose validators the request sent, None when it was not conditional:
+    only then may a 304 refresh it (``_raise_for_status`` refuses any other 304)."""
+    if download.status == 304 and asked is not None:
+        cache.refresh(asked, download)
+        return _from_cache(asked, "revalidated")
     _raise_for_status(download)
     cache.store(partition, target.url, download)
     return Source(download, timezone.now())
@@ -217,6 +219,14 @@ def _raise_for_status(download: client.Download) -> None:
             Outcome.UPSTREAM_5XX,
             f"the site answered {status}",
             "The site is failing; retry later, or send recover: true to get the last cached copy.",
+            upstream_status=status,
+        )
+    if status == 304:  # a conditional request's 304 never comes here (``_from_upstream``)
+        raise FetchError(
+            Outcome.UPSTREAM_5XX,
+            "the site answered 304 Not Modified to a request that was not conditional",
+            "The site is misbehaving (a 304 answers only a request with If-None-Match or "
+            "If-Modified-Since); retry later, or send recover: true to get the last cached copy.",
             upstream_status=status,
         )
     if status >= 300:
