@@ -28,7 +28,7 @@ from fetch import client, gate, limits
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome, RetryAfter
-from fetch.render.server_process import START_SECONDS, RenderCrashed, connect, stop_server
+from fetch.render.server_process import ABANDON_SECONDS, START_SECONDS, RenderCrashed, connect, stop_server
 from fetch.render.subrequests import Subrequests, content_type
 from fetch.sandbox.proctree import tree_over
 
@@ -89,7 +89,9 @@ def render(document: client.Download) -> Rendered:
 
     It ends within ``START_SECONDS`` (reaching a render process, started if need be, and its
     browser ready), ``SIFT_RENDER_TIMEOUT`` (the render) and, past either, the stop of the render
-    process (``limits.RENDER_STOP_SECONDS``): the render slot's lease counts on it.
+    process (``limits.RENDER_STOP_SECONDS``): the render slot's lease counts on it. A render past
+    its deadline is first given up alone (its context closed, the browser's other renders left to
+    run); only when that does not happen in time, or past the memory cap, is the tree killed.
     """
     start_by = time.monotonic() + START_SECONDS
     conversation = _Conversation(*connect(start_by), start_by)
@@ -107,7 +109,8 @@ def render(document: client.Download) -> Rendered:
         html = conversation.run()
         return Rendered(html, conversation.subrequests.cut())
     except FetchError as exc:
-        if exc.outcome == Outcome.TIMEOUT or conversation.over_memory:
+        timed_out = exc.outcome == Outcome.TIMEOUT
+        if conversation.over_memory or (timed_out and not conversation.abandon()):
             stop_server()  # every process under the render process, and it too unless it is the line
         raise
     finally:
@@ -196,6 +199,25 @@ class _Conversation:
     def _send_answer(self, header: dict[str, Any], body: bytes) -> None:
         with suppress(RenderCrashed):  # the render ended meanwhile
             self.send(header, body)
+
+    def abandon(self) -> bool:
+        """Give the render up in the render process: its context closed, only its. Whether the
+        render process said so within ``ABANDON_SECONDS`` (never before the browser started)."""
+        if not self.started:
+            return False
+        with suppress(RenderCrashed):
+            self.send({"abandon": True})
+            until = time.monotonic() + ABANDON_SECONDS
+            while (left := until - time.monotonic()) > 0:
+                try:
+                    frame = self.frames.get(timeout=left)
+                except queue.Empty:
+                    return False
+                if frame is None:
+                    return False
+                if "abandoned" in frame[0]:
+                    return frame[0]["abandoned"] is True
+        return False
 
     def close(self) -> None:
         self.subrequests.close()
