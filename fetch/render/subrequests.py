@@ -55,6 +55,7 @@ class Subrequests:
         self.lock = threading.Lock()
         self.queues: dict[str, deque[dict[str, Any]]] = {}
         self.active: Counter[str] = Counter()
+        self.closed = False
         self.pool = ThreadPoolExecutor(PARALLEL, thread_name_prefix="render-fetch")
 
     def warm(self) -> None:
@@ -89,6 +90,9 @@ class Subrequests:
             return {"reasons": sorted(self.refused), "refused": sum(self.refused.values())}
 
     def close(self) -> None:
+        """The render ended: no queued request is fetched any more."""
+        with self.lock:
+            self.closed = True
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     def _drain(self, host: str) -> None:
@@ -96,7 +100,7 @@ class Subrequests:
         while True:
             with self.lock:
                 queue = self.queues.get(host)
-                if not queue:
+                if not queue or self.closed:
                     self.queues.pop(host, None)
                     self.active[host] -= 1
                     return
