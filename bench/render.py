@@ -20,9 +20,13 @@ compile cache written by an earlier render process, as on a machine that rendere
 ``--articles``: the first ``--pages`` pages of the article-extraction set, with and without
 render (pages/s, peak memory). ``--soak N``: N renders in a row (timeouts, crashes and heap hogs
 among them) and the browser's process count and memory after the first and after the last.
+``--subrequests``: the subrequests and bytes a render of each scripted page and of the first
+``--pages`` article pages asked, and the render time by ``SIFT_RENDER_PER_HOST``
+(``bench/render_subrequests.py``).
 
     .venv/bin/python -m bench.render [--chromium PATH] [--rounds 3] [--crawl4ai /tmp/c4ai/bin/python]
     .venv/bin/python -m bench.render [--chromium PATH] [--articles] [--soak 500]
+    .venv/bin/python -m bench.render --subrequests [--pages 80]
 """
 
 from __future__ import annotations
@@ -305,6 +309,7 @@ def main() -> None:
     parser.add_argument("--articles", action="store_true", help="the article set, with and without render")
     parser.add_argument("--pages", type=int, default=20, help="article pages (default: %(default)s)")
     parser.add_argument("--soak", type=int, default=0, metavar="N", help="N renders in a row, leak check")
+    parser.add_argument("--subrequests", action="store_true", help="what pages ask of a render's bounds")
     parser.add_argument("--crawl4ai", metavar="PYTHON", help="a column for Crawl4AI, run by this interpreter")
     parser.add_argument("--chromium", metavar="PATH", help="SIFT_RENDER_CHROMIUM (default: its default)")
     parser.add_argument(
@@ -332,6 +337,11 @@ def main() -> None:
                 from bench.render_soak import soak
 
                 soak(args.soak)
+            elif args.subrequests:
+                from bench.render_soak import article_pages
+                from bench.render_subrequests import run
+
+                run(article_pages(parser, args.data, args.pages))
             elif args.articles:
                 from bench.render_soak import article_pages, articles_run
 

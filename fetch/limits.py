@@ -24,10 +24,11 @@ def longest_fetch_seconds(fetch_timeout: float) -> float:
 
 
 # Rendering (fetch/render/renderer.py): how long a render process may take to start listening and the
-# browser to be ready before the render's own deadline starts; and how long killing the render
-# process's tree may take after a render that ran out of time or memory.
+# browser to be ready before the render's own deadline starts; and how long ending a render that
+# ran out of time or memory may take: its context closed alone (up to 3 s), else the render
+# process's tree killed.
 RENDER_START_SECONDS = 15.0
-RENDER_STOP_SECONDS = 8.0
+RENDER_STOP_SECONDS = 11.0
 
 
 def longest_render_seconds(fetch_timeout: float, render_timeout: float) -> float:

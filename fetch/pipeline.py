@@ -46,6 +46,7 @@ class Source:
     fetched_at: datetime
     cache: CacheState = "miss"
     rendered: bool = False
+    render_cut: dict[str, Any] | None = None  # what the subrequest bounds refused (a render now)
 
 
 def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = True) -> dict[str, Any]:
@@ -87,7 +88,7 @@ def _obtain(target: Target, partition: str, caller: str, turn: HostTurn) -> Sour
         with turn() as timeout, gate.fetch_slot(caller):
             conditions = cache.conditional_headers(copy) if copy else None
             download = client.download(target.url, headers=conditions, timeout=timeout)
-        return _from_upstream(target, partition, download, copy)
+        return _from_upstream(target, partition, download, copy if conditions else None)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
             return _from_cache(copy, "stale")
@@ -110,12 +111,12 @@ def _obtain_rendered(target: Target, partition: str, caller: str, turn: HostTurn
             if download.content_type not in renderer.HTML_TYPES:
                 return Source(download, timezone.now())  # nothing to run: read as fetched
             with renderer.render_slot(caller):
-                html = _render_retrying_once(download)
+                page = _render_retrying_once(download)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
             return _rendered(_from_cache(copy, "stale"))
         raise
-    return _store_rendered(target, partition, download, html)
+    return _store_rendered(target, partition, download, page)
 
 
 def _render_served(target: Target, partition: str, caller: str, served: Source) -> Source | None:
@@ -129,11 +130,15 @@ def _render_served(target: Target, partition: str, caller: str, served: Source) 
     # The page itself was downloaded in its host's turn; a render's subrequests take none. The
     # fetch slot first, as for render: true, so that no render slot waits on a fetch slot.
     with gate.fetch_slot(caller, renderer.render_lease_seconds()), renderer.render_slot(caller):
-        html = _render_retrying_once(served.download)
-    return _store_rendered(target, partition, served.download, html)
+        page = _render_retrying_once(served.download)
+    return _store_rendered(target, partition, served.download, page)
 
 
-def _store_rendered(target: Target, partition: str, download: client.Download, html: str) -> Source:
+def _store_rendered(
+    target: Target, partition: str, download: client.Download, rendered: renderer.Rendered
+) -> Source:
+    """The rendered page as a document; kept in the rendered partition unless the render was cut
+    (a copy cannot say so, and the next fetch renders it again)."""
     page = client.Download(
         url=download.url,
         final_url=download.final_url,
@@ -141,14 +146,15 @@ def _store_rendered(target: Target, partition: str, download: client.Download, h
         headers={},
         content_type="text/html",
         charset="utf-8",
-        body=html.encode("utf-8", "surrogatepass"),
+        body=rendered.html.encode("utf-8", "surrogatepass"),
         elapsed_ms=download.elapsed_ms,
     )
-    cache.store(partition, target.url, page)
-    return Source(page, timezone.now(), rendered=True)
+    if rendered.cut is None:
+        cache.store(partition, target.url, page)
+    return Source(page, timezone.now(), rendered=True, render_cut=rendered.cut)
 
 
-def _render_retrying_once(download: client.Download) -> str:
+def _render_retrying_once(download: client.Download) -> renderer.Rendered:
     """A browser that crashed is started afresh and the page tried once more, then ``internal``."""
     try:
         return renderer.render(download)
@@ -179,11 +185,13 @@ def _from_cache(copy: CachedDocument, state: CacheState) -> Source:
 
 
 def _from_upstream(
-    target: Target, partition: str, download: client.Download, copy: CachedDocument | None
+    target: Target, partition: str, download: client.Download, asked: CachedDocument | None
 ) -> Source:
-    if download.status == 304 and copy is not None:
-        cache.refresh(copy, download)
-        return _from_cache(copy, "revalidated")
+    """``asked`` is the copy whose validators the request sent, None when it was not conditional:
+    only then may a 304 refresh it (``_raise_for_status`` refuses any other 304)."""
+    if download.status == 304 and asked is not None:
+        cache.refresh(asked, download)
+        return _from_cache(asked, "revalidated")
     _raise_for_status(download)
     cache.store(partition, target.url, download)
     return Source(download, timezone.now())
@@ -217,6 +225,14 @@ def _raise_for_status(download: client.Download) -> None:
             Outcome.UPSTREAM_5XX,
             f"the site answered {status}",
             "The site is failing; retry later, or send recover: true to get the last cached copy.",
+            upstream_status=status,
+        )
+    if status == 304:  # a conditional request's 304 never comes here (``_from_upstream``)
+        raise FetchError(
+            Outcome.UPSTREAM_5XX,
+            "the site answered 304 Not Modified to a request that was not conditional",
+            "The site is misbehaving (a 304 answers only a request with If-None-Match or "
+            "If-Modified-Since); retry later, or send recover: true to get the last cached copy.",
             upstream_status=status,
         )
     if status >= 300:
@@ -261,6 +277,8 @@ def _envelope(
     }
     if source.rendered:
         envelope["rendered"] = True
+    if source.render_cut is not None:
+        envelope["render_cut"] = source.render_cut
     return envelope
 
 

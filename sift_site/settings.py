@@ -280,6 +280,11 @@ SIFT_RENDER_CHROMIUM = env_str(
 SIFT_RENDER_SLOTS = env_int("SIFT_RENDER_SLOTS", 1, minimum=1)
 SIFT_RENDER_TIMEOUT = env_duration("SIFT_RENDER_TIMEOUT", "20s", positive=True)
 SIFT_RENDER_MAX_MEMORY = env_bytes("SIFT_RENDER_MAX_MEMORY", "1GiB")
+# A render's subrequests (docs/rendering.md, "Subrequests"): how many the page may have fetched,
+# their bodies' bytes together, and how many to one host at once (4 at once in all).
+SIFT_RENDER_SUBREQUESTS = env_int("SIFT_RENDER_SUBREQUESTS", 300, minimum=1)
+SIFT_RENDER_SUBREQUEST_BYTES = env_bytes("SIFT_RENDER_SUBREQUEST_BYTES", "64MiB")
+SIFT_RENDER_PER_HOST = env_int("SIFT_RENDER_PER_HOST", 4, minimum=1)
 # /v1/map and MCP's map (docs/mapping.md): the deadline of one whole map, every file included.
 SIFT_MAP_TIMEOUT = env_duration("SIFT_MAP_TIMEOUT", "60s", positive=True)
 # The one render process of the machine: its Unix socket, and how long it stays up without a render.

@@ -24,6 +24,17 @@ BROWSER_TESTS = [
 ]
 
 
+def lasting(pids: set[int]) -> set[int]:
+    """Of a browser's processes, those its tabs do not take with them: all but the renderers
+    (a closed tab's renderer ends with it)."""
+    kept = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if b"--type=renderer" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                kept.add(pid)
+    return kept
+
+
 class Listener:
     """A TCP listener that only counts the connections it is offered (and keeps their first bytes)."""
 

@@ -73,12 +73,12 @@ def test_a_broken_rule_is_reported_with_its_id_and_a_hint(sound, changes, check_
 
 def test_a_lease_just_longer_than_one_rendered_fetch_is_enough(sound):
     sound.SIFT_FETCH_TIMEOUT, sound.SIFT_RENDER_TIMEOUT = 30.0, 20.0
-    # gate wait 5 s + 30 s + 2 x (start 15 s + render 20 s + stop 8 s) + extraction grace 5 s = 126 s
-    sound.SIFT_BATCH_CLAIM_LEASE = 126.5
+    # gate wait 5 s + 30 s + 2 x (start 15 s + render 20 s + stop 11 s) + extraction grace 5 s = 132 s
+    sound.SIFT_BATCH_CLAIM_LEASE = 132.5
     assert sift_messages() == {}
-    sound.SIFT_BATCH_CLAIM_LEASE = 126.0
+    sound.SIFT_BATCH_CLAIM_LEASE = 132.0
     assert list(sift_messages()) == ["sift.E001"]
-    assert "above 126s" in str(sift_messages()["sift.E001"].hint)
+    assert "above 132s" in str(sift_messages()["sift.E001"].hint)
 
 
 def test_a_longer_render_timeout_needs_a_longer_lease(sound):

@@ -231,3 +231,29 @@ def test_a_repeated_batch_is_answered_by_its_twin_only_within_the_max_age_of_its
     assert (later["reused"], later["id"] != first["id"]) == (False, True)
     assert [n["reused"] for n in never] == [False, False]
     assert len({job["id"] for job in [first, later, *never]}) == 4
+
+
+def test_a_304_to_a_request_that_was_not_conditional_is_an_upstream_error(
+    agent, httpserver, open_loopback, clock
+):
+    """Only a request sent with validators may be answered 304: a site that answers 304 to
+    everything neither revalidates a copy stored without validators nor serves a first fetch."""
+    _, client = agent
+    asked = _versions(httpserver, "/tides", _page("kept words"), *[Response(status=304)] * 2)
+    url = httpserver.url_for("/tides")
+    assert client.get("/v1/fetch", url=url).json()["cache"] == "miss"  # a copy without validators
+    clock.shift(120)
+    too_old = client.get("/v1/fetch", url=url, max_age=60)
+    recovered = client.post("/v1/fetch", {"url": url, "options": {"max_age": 60, "recover": True}})
+    httpserver.expect_request("/new").respond_with_response(Response(status=304))
+    never_seen = client.get("/v1/fetch", url=httpserver.url_for("/new"))
+
+    assert len(asked) == 3
+    assert not any({"If-None-Match", "If-Modified-Since"} & set(request.headers.keys()) for request in asked)
+    assert too_old.status_code == 502, too_old.content
+    assert too_old.json()["code"] == "upstream_5xx"
+    assert "304" in too_old.json()["error"]
+    assert "not conditional" in too_old.json()["error"]
+    assert (recovered.json()["cache"], recovered.json()["content"]) == ("stale", "kept words")
+    assert never_seen.status_code == 502, never_seen.content
+    assert CachedDocument.objects.get().fetched_at < timezone.now() - timedelta(seconds=100)

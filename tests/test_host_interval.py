@@ -202,3 +202,38 @@ def test_of_many_processes_asking_at_once_one_gets_the_turn(db):
     assert sorted(answers)[0] == 0.0
     # Each loser counts from its own clock reading, taken a moment before or after the winner's.
     assert all(29 < answer < 31 for answer in sorted(answers)[1:]), answers
+
+
+def test_a_crawl_delay_holds_back_only_the_robots_requests_that_read_it(make_caller, open_loopback, settings):
+    """A ``robots: true`` fetch whose site asks a Crawl-delay of 20 s spaces the next ``robots:
+    true`` request by it; a caller without ``robots`` waits only the host's interval."""
+    settings.SIFT_FETCH_HOST_INTERVAL = INTERVAL
+    settings.SIFT_FETCH_TIMEOUT = 10.0  # a turn 20 s away is past the first half: busy at once
+    _, polite = make_caller("polite")
+    _, plain = make_caller("plain")
+    robots_txt = Answer(200, b"User-agent: *\nCrawl-delay: 20\n", "text/plain")
+    routes = {"/robots.txt": robots_txt, "/a": Answer(), "/b": Answer(), "/c": Answer()}
+    with site(routes=routes) as upstream:
+        first = polite.post("/v1/fetch", {"url": upstream.url("/a"), "options": {"robots": True}})
+        other = plain.get("/v1/fetch", url=upstream.url("/b"))
+        again = polite.post("/v1/fetch", {"url": upstream.url("/c"), "options": {"robots": True}})
+        arrivals = upstream.pages()
+    assert first.status_code == 200, first.content
+    assert other.status_code == 200, other.content
+    assert INTERVAL <= _gaps(arrivals)[0] < 10  # the interval, not the crawl delay
+    assert again.status_code == 429, again.content
+    assert 15 <= again.json()["retry_after"] <= 20
+    assert upstream.count("/c") == 0
+
+
+def test_a_crawl_delay_turn_not_used_is_given_back(db, settings):
+    """A ``robots: true`` request whose host turn is not due takes no crawl-delay turn with it."""
+    settings.SIFT_FETCH_HOST_INTERVAL = 60.0
+    url = "http://127.0.0.1/"
+    with host_turns.turn(url, since=None, wait=False):
+        pass
+    with pytest.raises(host_turns.HostNotDue), host_turns.turn(url, since=None, wait=False, least=120.0):
+        pass
+    key = host_turns.crawl_delay_key("127.0.0.1")
+    assert HostTurn.objects.get(host=key).next_at <= timezone.now()
+    assert host_turns.crawl_delay_key("a" * 300).startswith("robots sha256:")

@@ -107,8 +107,14 @@ def test_the_lease_is_the_longest_path_and_a_margin(settings):
         renderer.render_lease_seconds()
         == limits.GATE_WAIT_SECONDS + 30 + 2 * attempt + gate.LEASE_MARGIN_SECONDS
     )
-    # The stop's own waits fit its bound: the pid asked for, then the tree's end after SIGKILL.
-    stop = server_process.PROBE_SECONDS + server_process.KILL_WAIT_SECONDS + server_process.RESET_SECONDS
+    # The stop's own waits fit its bound: the render given up alone, else the pid asked for, then
+    # the tree's end after SIGKILL.
+    stop = (
+        server_process.ABANDON_SECONDS
+        + server_process.PROBE_SECONDS
+        + server_process.KILL_WAIT_SECONDS
+        + server_process.RESET_SECONDS
+    )
     assert stop < limits.RENDER_STOP_SECONDS
 
 

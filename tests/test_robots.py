@@ -114,7 +114,7 @@ def test_a_robots_txt_that_is_not_there_allows_everything_and_is_remembered(agen
         assert missing.count("/robots.txt") == 1
 
 
-@pytest.mark.parametrize("status", [500, 503, 429])
+@pytest.mark.parametrize("status", [500, 503, 429, 304])  # a 304 answers only a conditional request
 def test_a_failing_robots_txt_disallows_everything(agent, open_loopback, status):
     _, client = agent
     with site(routes=_robots(b"oops", status=status)) as failing:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from ninja import Field, Schema
@@ -202,6 +202,17 @@ class SpanOut(Schema):
     page: int | None = Field(None, description="The PDF page it starts on.")
 
 
+class RenderCutOut(Schema):
+    """What a render's subrequest bounds refused (docs/rendering.md, "Subrequests")."""
+
+    reasons: list[Literal["subrequests", "bytes"]] = Field(
+        ...,
+        description="subrequests: the page asked more than a render may fetch "
+        "(SIFT_RENDER_SUBREQUESTS); bytes: their bodies outgrew SIFT_RENDER_SUBREQUEST_BYTES.",
+    )
+    refused: int = Field(..., description="The page's requests refused in the browser by those bounds.")
+
+
 class FetchEnvelope(Schema):
     """The answer of ``/v1/fetch``; a batch result's ``meta`` is this without ``content``."""
 
@@ -232,6 +243,12 @@ class FetchEnvelope(Schema):
         None,
         description='true when a browser rendered the page (render true, or "auto" on a page built '
         "by scripts).",
+    )
+    render_cut: RenderCutOut | None = Field(
+        None,
+        description="Present when the render was cut: the page asked more of the network than a "
+        "render may (its other requests were refused, and it was read as it then was); the text "
+        "may lack what those requests would have brought. A cut render is not cached.",
     )
     hidden_chars: int | None = Field(
         None,

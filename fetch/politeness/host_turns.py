@@ -13,6 +13,10 @@ full-width letters, a trailing dot and the short forms of an IPv4 address to one
 caller cannot get turns of its own by spelling a host differently. They are not kept per
 resolved address: many sites share one CDN address.
 
+A site's ``Crawl-delay`` binds only the ``robots: true`` requests that read it: they take a second
+turn, kept in a row of its own for the host (``crawl_delay_key``), spaced by the delay, besides
+the host's shared turn spaced by the interval; a request without ``robots: true`` never sees it.
+
 Only the top-level request of a fetch takes a turn: not its redirects, not a render's
 subrequests, not robots.txt. A fetch for ``/v1/fetch`` waits for its turn within the first half
 of the fetch deadline, or answers busy; a batch target never waits holding a worker: it raises
@@ -21,6 +25,7 @@ of the fetch deadline, or answers busy; a batch target never waits holding a wor
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Iterator
@@ -78,21 +83,47 @@ def turn(
     deadline: the block gets what is left of ``SIFT_FETCH_TIMEOUT`` (``None``: all of it). With
     ``wait``, the fetch waits while its turn comes within the first half of the deadline (or by
     ``until``, a ``time.monotonic()`` value, when given); otherwise, or past that, ``HostNotDue``.
-    ``least`` raises the interval for this request (a site's ``Crawl-delay``, for ``robots: true``).
+    ``least`` is the site's ``Crawl-delay`` for a ``robots: true`` request: when it is longer than
+    the interval, the request also takes the host's crawl-delay turn, which only such requests
+    share, so the delay never holds back the host's other callers.
     """
-    seconds = max(interval(), least)
-    if seconds <= 0:
+    spacings = [(key, seconds) for key, seconds in _spacings(host_of(url), least) if seconds > 0]
+    if not spacings:
         yield _left(since)
         return
     begin = time.monotonic() if since is None else since
-    host = host_of(url)
     if wait and until is None:
         until = begin + float(settings.SIFT_FETCH_TIMEOUT) / 2
-    _wait_for_turn(host, seconds, until if wait else None)
+    taken: list[tuple[str, float, datetime]] = []
+    try:
+        for key, seconds in spacings:
+            taken.append((key, seconds, _wait_for_turn(key, seconds, until if wait else None)))
+    except HostNotDue:
+        for key, _, next_at in taken:
+            _give_back(key, next_at)  # no request went out in that turn
+        raise
     try:
         yield _left(begin)
     finally:
-        _end_turn(host, seconds)
+        for key, seconds, _ in taken:
+            _end_turn(key, seconds)
+
+
+def _spacings(host: str, least: float) -> list[tuple[str, float]]:
+    """The turns a request to ``host`` takes, in order: its crawl-delay turn when it obeys a
+    ``Crawl-delay`` longer than the interval, then the host's own (the interval). The crawl-delay
+    turn comes first, so that waiting for it holds no turn the host's other callers need."""
+    own = (host, interval())
+    return [(crawl_delay_key(host), least), own] if least > own[1] else [own]
+
+
+def crawl_delay_key(host: str) -> str:
+    """The row of ``host``'s crawl-delay turn: no host name holds a space, so it is never a host's
+    own row; a name too long for the key is hashed, so no two hosts ever share one."""
+    key = f"robots {host}"
+    if len(key) <= (HostTurn._meta.get_field("host").max_length or 0):
+        return key
+    return f"robots sha256:{hashlib.sha256(host.encode()).hexdigest()}"
 
 
 def _left(since: float | None) -> float | None:
@@ -101,11 +132,21 @@ def _left(since: float | None) -> float | None:
     return max(0.01, float(settings.SIFT_FETCH_TIMEOUT) - (time.monotonic() - since))
 
 
-def _wait_for_turn(host: str, seconds: float, until: float | None) -> None:
-    while (due_in := take_turn(host, seconds)) > 0:
+def _wait_for_turn(key: str, seconds: float, until: float | None) -> datetime:
+    """Take ``key``'s turn, waiting for it until ``until``; answer the ``next_at`` it set."""
+    while True:
+        now = timezone.now()
+        due_in = take_turn(key, seconds, now)
+        if due_in <= 0:
+            return now + timedelta(seconds=seconds)
         if until is None or time.monotonic() + due_in > until:
             raise HostNotDue(due_in, waited_for=until is not None)
         time.sleep(due_in)
+
+
+def _give_back(key: str, next_at: datetime) -> None:
+    """A turn taken for a request that never went out is due again, unless another took it since."""
+    HostTurn.objects.filter(host=key, next_at=next_at).update(next_at=timezone.now())
 
 
 def take_turn(host: str, seconds: float, now: datetime | None = None) -> float:

@@ -3,9 +3,9 @@
 The file is fetched through the guarded client (a smaller size cap and a shorter deadline than a
 page), kept in the document cache in a partition of its own beside the caller's, and read with
 Protego for the product token ``sift`` (``ROBOT_NAME``). The usual convention decides what an
-answer means: a 2xx is read; a 4xx (but 429) means the site has no rules; a 429, a 5xx, an
-unreachable site, a timeout or an oversized file mean nothing may be fetched until robots.txt
-can be read.
+answer means: a 2xx is read; a 4xx (but 429) means the site has no rules; a 429, a 5xx, a 304
+(which answers only a conditional request), an unreachable site, a timeout or an oversized file
+mean nothing may be fetched until robots.txt can be read.
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def rules(url: str, partition: str) -> Protego:
         answer = client.download(where, timeout=timeout(), max_bytes=MAX_BYTES)
     except FetchError as exc:
         raise _unreadable(exc.message) from None
-    if answer.status == 429 or answer.status >= 500:
+    # A 304 answers only a conditional request, which this is not: the site is misbehaving.
+    if answer.status in (304, 429) or answer.status >= 500:
         raise _unreadable(f"it answered {answer.status}")
     if not 200 <= answer.status < 300:
         answer = dataclasses.replace(answer, body=b"", headers={})

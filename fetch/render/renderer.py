@@ -17,8 +17,8 @@ import queue
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, suppress
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -28,13 +28,12 @@ from fetch import client, gate, limits
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome, RetryAfter
-from fetch.render.server_process import START_SECONDS, RenderCrashed, connect, stop_server
+from fetch.render.server_process import ABANDON_SECONDS, START_SECONDS, RenderCrashed, connect, stop_server
+from fetch.render.subrequests import Subrequests, content_type
 from fetch.sandbox.proctree import tree_over
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 POLL_SECONDS = 0.25
-# A page's subrequests fetched at once, each through the guard, per render.
-PARALLEL_FETCHES = 4
 
 
 def available() -> bool:
@@ -77,12 +76,22 @@ def render_slot(caller: str) -> AbstractContextManager[int]:
     return RENDER_GATE.slot(caller, render_lease_seconds())
 
 
-def render(document: client.Download) -> str:
+@dataclass(frozen=True)
+class Rendered:
+    """A page's DOM after its scripts ran, and what the subrequest bounds refused (None: nothing)."""
+
+    html: str
+    cut: dict[str, Any] | None = None
+
+
+def render(document: client.Download) -> Rendered:
     """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died.
 
     It ends within ``START_SECONDS`` (reaching a render process, started if need be, and its
     browser ready), ``SIFT_RENDER_TIMEOUT`` (the render) and, past either, the stop of the render
-    process (``limits.RENDER_STOP_SECONDS``): the render slot's lease counts on it.
+    process (``limits.RENDER_STOP_SECONDS``): the render slot's lease counts on it. A render past
+    its deadline is first given up alone (its context closed, the browser's other renders left to
+    run); only when that does not happen in time, or past the memory cap, is the tree killed.
     """
     start_by = time.monotonic() + START_SECONDS
     conversation = _Conversation(*connect(start_by), start_by)
@@ -91,15 +100,17 @@ def render(document: client.Download) -> str:
             {
                 "chromium": settings.SIFT_RENDER_CHROMIUM,
                 "url": document.final_url,
-                "content_type": _content_type(document),
+                "content_type": content_type(document),
                 "timeout_ms": int(float(settings.SIFT_RENDER_TIMEOUT) * 1000),
             },
             document.body,
         )
         conversation.listen()
-        return conversation.run()
+        html = conversation.run()
+        return Rendered(html, conversation.subrequests.cut())
     except FetchError as exc:
-        if exc.outcome == Outcome.TIMEOUT or conversation.over_memory:
+        timed_out = exc.outcome == Outcome.TIMEOUT
+        if conversation.over_memory or (timed_out and not conversation.abandon()):
             stop_server()  # every process under the render process, and it too unless it is the line
         raise
     finally:
@@ -107,13 +118,14 @@ def render(document: client.Download) -> str:
 
 
 class _Conversation:
-    """One render's connection: frames in on a reader thread, subrequests fetched on a pool."""
+    """One render's connection: frames in on a reader thread, subrequests fetched within their
+    bounds (``subrequests.py``)."""
 
     def __init__(self, sock: socket.socket, pid: int, deadline: float) -> None:
         self.sock, self.pid, self.deadline = sock, pid, deadline
         self.writing = threading.Lock()
         self.frames: queue.Queue[tuple[dict[str, Any], bytes] | None] = queue.Queue()
-        self.fetchers = ThreadPoolExecutor(PARALLEL_FETCHES, thread_name_prefix="render-fetch")
+        self.subrequests = Subrequests(self._send_answer, lambda: self.deadline - time.monotonic())
         self.over_memory = False
         self.started = False
 
@@ -122,7 +134,7 @@ class _Conversation:
         starts (a wait for the GIL each, up to ms on a busy process) overlap the render
         process's reading of the job, not a subrequest's wait."""
         threading.Thread(target=self._read, daemon=True).start()
-        self.fetchers.submit(_nothing)
+        self.subrequests.warm()
 
     def send(self, header: dict[str, Any], body: bytes = b"") -> None:
         if body:
@@ -138,8 +150,7 @@ class _Conversation:
             with self.sock.makefile("rb") as stream:
                 while frame := _read_frame(stream):
                     if "fetch" in frame[0]:  # at once, not after the loop's memory check
-                        with suppress(RuntimeError):  # the pool is shut: the render ended
-                            self.fetchers.submit(self._answer, frame[0])
+                        self.subrequests.submit(frame[0])
                     else:
                         self.frames.put(frame)
         except (OSError, ValueError):
@@ -185,41 +196,34 @@ class _Conversation:
             if "failed" in header:
                 raise RenderCrashed(str(header["failed"]))
 
-    def _answer(self, request: dict[str, Any]) -> None:
-        """The guarded client's answer to one request of the page, within the render's deadline."""
-        left = min(float(settings.SIFT_FETCH_TIMEOUT), self.deadline - time.monotonic())
-        try:
-            if left <= 0:
-                raise FetchError(Outcome.TIMEOUT, "past the render's deadline", "")
-            download = client.download(str(request["fetch"]), timeout=left)
-        except FetchError as exc:
-            answer: dict[str, Any] = {"id": request["id"], "refused": exc.outcome}
-            body = b""
-        else:
-            answer = {
-                "id": request["id"],
-                "status": download.status,
-                "content_type": _content_type(download),
-            }
-            body = download.body
+    def _send_answer(self, header: dict[str, Any], body: bytes) -> None:
         with suppress(RenderCrashed):  # the render ended meanwhile
-            self.send(answer, body)
+            self.send(header, body)
+
+    def abandon(self) -> bool:
+        """Give the render up in the render process: its context closed, only its. Whether the
+        render process said so within ``ABANDON_SECONDS`` (never before the browser started)."""
+        if not self.started:
+            return False
+        with suppress(RenderCrashed):
+            self.send({"abandon": True})
+            until = time.monotonic() + ABANDON_SECONDS
+            while (left := until - time.monotonic()) > 0:
+                try:
+                    frame = self.frames.get(timeout=left)
+                except queue.Empty:
+                    return False
+                if frame is None:
+                    return False
+                if "abandoned" in frame[0]:
+                    return frame[0]["abandoned"] is True
+        return False
 
     def close(self) -> None:
-        self.fetchers.shutdown(wait=False, cancel_futures=True)
+        self.subrequests.close()
         with suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
-
-
-def _nothing() -> None:
-    pass
-
-
-def _content_type(download: client.Download) -> str:
-    """The declared type with its charset, so the browser decodes the bytes as the site meant."""
-    media = download.content_type or "application/octet-stream"
-    return f"{media}; charset={download.charset}" if download.charset else media
 
 
 def _read_frame(stream: Any) -> tuple[dict[str, Any], bytes] | None:

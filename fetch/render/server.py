@@ -23,7 +23,10 @@ page's context are ready; ``{"fetch": url, "id"}`` for each request of the page;
 ``{"html": true, "size"}`` with the DOM as UTF-8, or ``{"failed": reason, "page_crashed": bool}``.
 Client → server: the job ``{"chromium", "url", "content_type", "timeout_ms", "size"}`` with the
 document's bytes, then answers
-``{"id", "status", "content_type", "size"}`` or ``{"id", "refused": reason}``. ``page_crashed``:
+``{"id", "status", "content_type", "size"}`` or ``{"id", "refused": reason}``; or, past the
+render's deadline, ``{"abandon": true}``: the render is given up and its context closed, only
+its, and the server says ``{"abandoned": bool}`` (whether the context closed within
+``ABANDON_CLOSE_SECONDS``; if not, the client kills the render process's tree). ``page_crashed``:
 the tab died (its V8 heap, ``--max-old-space-size``, or its renderer killed for memory) while the
 browser lived on. A connection may instead bring ``{"start": true, "chromium"}`` (a render is on
 its way: start the browser) or ``{"reset": true}`` (its driver and browser were killed: drop
@@ -77,6 +80,9 @@ SPARE_WAIT_SECONDS = 3.0  # how long a render waits for the spare tab before mak
 # caller's extraction of it; a render that comes sooner begins them at once.
 TIDY_SECONDS = 0.05
 CLOSE_SECONDS = 5.0  # a browser or driver slower to close is left to end with this process
+# A render given up at its deadline has its context closed within this, or the client kills the
+# tree (server_process.ABANDON_SECONDS waits a little longer for the answer).
+ABANDON_CLOSE_SECONDS = 2.5
 _PEER_CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 
 
@@ -146,9 +152,9 @@ class Server:
                 with contextlib.suppress(Error):
                     await self.start(job["chromium"])
                 return
-            talk = Job(reader, writer)
+            talk, opened = Job(reader, writer), list[Tab]()
             listening = asyncio.create_task(talk.answers())
-            rendering = asyncio.create_task(self.render(talk, job, document))
+            rendering = asyncio.create_task(self.render(talk, job, document, opened))
             await asyncio.wait({listening, rendering}, return_when=asyncio.FIRST_COMPLETED)
             if rendering.done():
                 listening.cancel()
@@ -158,10 +164,13 @@ class Server:
                 else:
                     write_frame(writer, failed)
                 await writer.drain()
-            else:  # the client went: its render is given up
+            else:  # the client went, or gave the render up at its deadline
                 rendering.cancel()
                 with contextlib.suppress(BaseException):
                     await rendering
+                if listening.exception() is None:  # given up: its context alone goes, now
+                    write_frame(writer, {"abandoned": await self.close_now(opened)})
+                    await writer.drain()
         except (EOFError, ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -210,12 +219,25 @@ class Server:
         if self.spare is None and self.browser is not None and self.browser.is_connected():
             self.spare = asyncio.create_task(Tab(self.browser).open())
 
+    async def close_now(self, opened: list[Tab]) -> bool:
+        """Close a given-up render's tab (its context, and the renderer process of its page) now,
+        leaving every other render of the browser alone; whether it closed in time."""
+        for tab in opened:
+            with contextlib.suppress(ValueError):
+                self.finished.remove(tab)
+            try:
+                await asyncio.wait_for(tab.close(), ABANDON_CLOSE_SECONDS)
+            except TimeoutError:
+                return False
+        return bool(opened)
+
     async def render(
-        self, talk: Job, job: dict[str, Any], document: bytes
+        self, talk: Job, job: dict[str, Any], document: bytes, opened: list[Tab]
     ) -> tuple[str, dict[str, Any] | None]:
         tab: Tab | None = None
         try:
             tab = await self.tab(job["chromium"])
+            opened.append(tab)
             write_frame(talk.writer, {"started": True})  # the render's deadline starts now
             await talk.writer.drain()
             return await tab.render(talk, job, document), None

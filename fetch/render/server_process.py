@@ -41,6 +41,9 @@ SERVER = Path(__file__).with_name("server.py")
 # own deadline starts after that. Stopping a render process asks it its pid for this long at most.
 START_SECONDS = limits.RENDER_START_SECONDS
 PROBE_SECONDS = 2.0
+# How long a render past its deadline waits for the render process to close its context alone
+# (server.ABANDON_CLOSE_SECONDS, and the answer's way back), before the tree is killed instead.
+ABANDON_SECONDS = 3.0
 # How long a stopped render process's tree may take to go after SIGKILL, and the render line's
 # process to hear that its browser is gone.
 KILL_WAIT_SECONDS = 5.0

@@ -91,9 +91,12 @@ class Job:
         return await answer
 
     async def answers(self) -> None:
-        """Hands each answer of the client to the request waiting for it; ends when it goes."""
+        """Hands each answer of the client to the request waiting for it; ends when it goes (an
+        error) or gives the render up (``abandon``: it returns)."""
         while True:
             header, body = await read_frame(self.reader)
+            if header.get("abandon"):  # its deadline passed: the client gives the render up
+                return
             answer = self.waiting.pop(int(header["id"]), None)
             if answer is not None and not answer.done():
                 answer.set_result((header, body))
