@@ -7,7 +7,9 @@ raises only ``FetchError``.
 
 from __future__ import annotations
 
+import base64
 import functools
+import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -36,6 +38,8 @@ from fetch.wire import headers
 HostTurn = Callable[[], AbstractContextManager[float | None]]
 # Failures after which `recover: true` serves the last copy.
 RECOVERABLE = frozenset({Outcome.TIMEOUT, Outcome.UPSTREAM_5XX})
+# What was done to a rendered copy's consent banner, kept at the end of the copy's HTML.
+CONSENT_MARK = re.compile(rb"<!--sift-consent:(rejected|accepted|removed|none)-->$")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class Source:
     fetched_at: datetime
     cache: CacheState = "miss"
     rendered: bool = False
+    consent_handled: str | None = None
+    screenshot: renderer.Screenshot | None = None
 
 
 def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = True) -> dict[str, Any]:
@@ -64,7 +70,7 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
         source = _obtain(target, partition, caller, turn)
         document = _extract(target, source, started)
         if target.options.render == "auto" and document.script_built and not source.rendered:
-            rendered = _render_served(target, cache.rendered_partition(partition), caller, source)
+            rendered = _render_served(target, _rendered_partition(target, partition), caller, source)
             if rendered is not None:
                 source, document = rendered, _extract(target, rendered, started)
         refuse_empty(document, rendered=source.rendered)
@@ -79,7 +85,7 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
 
 def _obtain(target: Target, partition: str, caller: str, turn: HostTurn) -> Source:
     if target.options.render is True:
-        return _obtain_rendered(target, cache.rendered_partition(partition), caller, turn)
+        return _obtain_rendered(target, _rendered_partition(target, partition), caller, turn)
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _from_cache(copy, "hit")
@@ -97,7 +103,7 @@ def _obtain(target: Target, partition: str, caller: str, turn: HostTurn) -> Sour
 def _obtain_rendered(target: Target, partition: str, caller: str, turn: HostTurn) -> Source:
     """The page as the browser left it, from the rendered partition or rendered now."""
     renderer.require_browser()
-    copy = cache.lookup(partition, target.url)
+    copy = _rendered_copy(target, partition)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _rendered(_from_cache(copy, "hit"))
     server_process.start_soon()  # the browser starts while the page downloads
@@ -110,12 +116,12 @@ def _obtain_rendered(target: Target, partition: str, caller: str, turn: HostTurn
             if download.content_type not in renderer.HTML_TYPES:
                 return Source(download, timezone.now())  # nothing to run: read as fetched
             with renderer.render_slot(caller):
-                html = _render_retrying_once(download)
+                rendering = _render_retrying_once(download, target)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
             return _rendered(_from_cache(copy, "stale"))
         raise
-    return _store_rendered(target, partition, download, html)
+    return _store_rendered(target, partition, download, rendering)
 
 
 def _render_served(target: Target, partition: str, caller: str, served: Source) -> Source | None:
@@ -123,17 +129,37 @@ def _render_served(target: Target, partition: str, caller: str, served: Source) 
     (holding a render slot only now), or its rendered copy; None where no browser is installed."""
     if not renderer.available():
         return None
-    copy = cache.lookup(partition, target.url)
+    copy = _rendered_copy(target, partition)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _rendered(_from_cache(copy, "hit"))
     # The page itself was downloaded in its host's turn; a render's subrequests take none. The
     # fetch slot first, as for render: true, so that no render slot waits on a fetch slot.
     with gate.fetch_slot(caller, renderer.render_lease_seconds()), renderer.render_slot(caller):
-        html = _render_retrying_once(served.download)
-    return _store_rendered(target, partition, served.download, html)
+        rendering = _render_retrying_once(served.download, target)
+    return _store_rendered(target, partition, served.download, rendering)
 
 
-def _store_rendered(target: Target, partition: str, download: client.Download, html: str) -> Source:
+def _rendered_partition(target: Target, partition: str) -> str:
+    """Rendered copies are kept apart by how the consent banner was answered: a page rendered
+    with consent accepted never serves a render that rejects it (docs/rendering.md)."""
+    consent = target.options.consent
+    kind = "rendered" if consent == "reject" else f"rendered-{consent}"
+    return cache.kind_partition(kind, partition)
+
+
+def _rendered_copy(target: Target, partition: str) -> CachedDocument | None:
+    """The rendered copy to answer from; none for a render with actions (never kept: what the
+    steps did is not the page) or a screenshot (a picture needs the browser: it renders anew,
+    and keeps its text as any render does)."""
+    if target.options.actions or target.options.screenshot is not None:
+        return None
+    return cache.lookup(partition, target.url)
+
+
+def _store_rendered(
+    target: Target, partition: str, download: client.Download, rendering: renderer.Rendering
+) -> Source:
+    html = rendering.html + f"<!--sift-consent:{rendering.consent or 'none'}-->"
     page = client.Download(
         url=download.url,
         final_url=download.final_url,
@@ -144,18 +170,25 @@ def _store_rendered(target: Target, partition: str, download: client.Download, h
         body=html.encode("utf-8", "surrogatepass"),
         elapsed_ms=download.elapsed_ms,
     )
-    cache.store(partition, target.url, page)
-    return Source(page, timezone.now(), rendered=True)
+    if not target.options.actions:
+        cache.store(partition, target.url, page)
+    return Source(
+        page,
+        timezone.now(),
+        rendered=True,
+        consent_handled=rendering.consent,
+        screenshot=rendering.screenshot,
+    )
 
 
-def _render_retrying_once(download: client.Download) -> str:
+def _render_retrying_once(download: client.Download, target: Target) -> renderer.Rendering:
     """A browser that crashed is started afresh and the page tried once more, then ``internal``."""
     try:
-        return renderer.render(download)
+        return renderer.render(download, target.options)
     except renderer.RenderCrashed:
         pass
     try:
-        return renderer.render(download)
+        return renderer.render(download, target.options)
     except renderer.RenderCrashed as exc:
         raise FetchError(
             Outcome.INTERNAL,
@@ -165,7 +198,10 @@ def _render_retrying_once(download: client.Download) -> str:
 
 
 def _rendered(source: Source) -> Source:
-    return Source(source.download, source.fetched_at, source.cache, rendered=True)
+    """A rendered copy from the cache, with what was done to its consent banner when it was made."""
+    mark = CONSENT_MARK.search(source.download.body[-40:])
+    consent = mark.group(1).decode() if mark and mark.group(1) != b"none" else None
+    return Source(source.download, source.fetched_at, source.cache, rendered=True, consent_handled=consent)
 
 
 def _recoverable(exc: FetchError) -> bool:
@@ -261,6 +297,16 @@ def _envelope(
     }
     if source.rendered:
         envelope["rendered"] = True
+        envelope["consent_handled"] = source.consent_handled
+    if source.screenshot is not None:
+        picture = source.screenshot
+        envelope["screenshot"] = {
+            "kind": picture.kind,
+            "type": picture.media_type,
+            "width": picture.width,
+            "height": picture.height,
+            "data": base64.b64encode(picture.data).decode("ascii"),
+        }
     return envelope
 
 

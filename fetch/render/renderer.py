@@ -19,6 +19,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, suppress
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +28,7 @@ from capacity.slots import SlotTable
 from fetch import client, gate, limits
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
+from fetch.options import TargetOptions
 from fetch.outcomes import Outcome, RetryAfter
 from fetch.render.server_process import START_SECONDS, RenderCrashed, connect, stop_server
 from fetch.sandbox.proctree import tree_over
@@ -77,8 +79,36 @@ def render_slot(caller: str) -> AbstractContextManager[int]:
     return RENDER_GATE.slot(caller, render_lease_seconds())
 
 
-def render(document: client.Download) -> str:
-    """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died.
+@dataclass(frozen=True)
+class Screenshot:
+    kind: str  # viewport or full
+    media_type: str
+    width: int
+    height: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """The DOM after the page's scripts ran and a person's work on it (docs/rendering.md), what
+    was done to its consent banner (``rejected``, ``accepted``, ``removed`` or None) and the
+    picture asked for."""
+
+    html: str
+    consent: str | None = None
+    screenshot: Screenshot | None = None
+
+
+def browser_work(options: TargetOptions) -> dict[str, Any]:
+    """What the render process is asked to do on the page beside reading it (a stored target's
+    steps are plain dicts: ``Target.from_stored``)."""
+    steps = [step if isinstance(step, dict) else step.model_dump() for step in options.actions or ()]
+    return {"consent": options.consent, "actions": steps, "screenshot": options.screenshot}
+
+
+def render(document: client.Download, options: TargetOptions | None = None) -> Rendering:
+    """``document`` rendered: its scripts run, then ``options``' consent, actions and screenshot
+    (``browser_work``); ``RenderCrashed`` if the browser died.
 
     It ends within ``START_SECONDS`` (reaching a render process, started if need be, and its
     browser ready), ``SIFT_RENDER_TIMEOUT`` (the render) and, past either, the stop of the render
@@ -93,6 +123,7 @@ def render(document: client.Download) -> str:
                 "url": document.final_url,
                 "content_type": _content_type(document),
                 "timeout_ms": int(float(settings.SIFT_RENDER_TIMEOUT) * 1000),
+                **browser_work(options or TargetOptions()),
             },
             document.body,
         )
@@ -116,6 +147,7 @@ class _Conversation:
         self.fetchers = ThreadPoolExecutor(PARALLEL_FETCHES, thread_name_prefix="render-fetch")
         self.over_memory = False
         self.started = False
+        self.screenshot: Screenshot | None = None
 
     def listen(self) -> None:
         """The reader thread and a first fetch thread, started once the job is sent: their
@@ -146,7 +178,7 @@ class _Conversation:
             pass
         self.frames.put(None)
 
-    def run(self) -> str:
+    def run(self) -> Rendering:
         checked = 0.0
         while True:
             now = time.monotonic()
@@ -179,7 +211,13 @@ class _Conversation:
                 self.deadline = time.monotonic() + float(settings.SIFT_RENDER_TIMEOUT)
                 continue
             if header.get("html"):
-                return body.decode("utf-8")
+                return Rendering(body.decode("utf-8"), header.get("consent"), self.screenshot)
+            if header.get("screenshot"):
+                self.screenshot = Screenshot(
+                    header["screenshot"], header["type"], int(header["width"]), int(header["height"]), body
+                )
+                continue
+            _raise_refusal(header)
             if header.get("page_crashed"):
                 raise _out_of_memory("the page's tab crashed, out of its script heap")
             if "failed" in header:
@@ -214,6 +252,26 @@ class _Conversation:
 
 def _nothing() -> None:
     pass
+
+
+def _raise_refusal(header: dict[str, Any]) -> None:
+    """A render that ended on the caller's request: a step that could not be done, a picture too
+    large. Never tried again."""
+    if "action_failed" in header:
+        index = int(header["action_failed"])
+        raise FetchError(
+            Outcome.ACTION_FAILED,
+            f"actions[{index}] failed: {header.get('reason', 'the step could not be done')}",
+            f"Step {index} (counted from 0) of actions could not be done on the rendered page: "
+            "check its CSS selector against the page, wait_for its element first, or leave it out.",
+            action=index,
+        )
+    if "too_large" in header:
+        raise FetchError(
+            Outcome.TOO_LONG,
+            f"the screenshot could not be made small enough: {header['too_large']}",
+            'Ask for screenshot "viewport" instead of "full".',
+        )
 
 
 def _content_type(download: client.Download) -> str:

@@ -1,0 +1,94 @@
+"""Consent answered and overlays removed in a rendered page, once it is ready (docs/rendering.md,
+"As a person sees it"). Runs in the render process: the standard library and Playwright only.
+
+The consent platforms are found and answered by DuckDuckGo's ``@duckduckgo/autoconsent`` (its
+rules and its code, installed from npm by ``make`` into ``node_modules/``), run by
+``consent.js`` in each frame of the page: "reject" clicks the platform's reject, "accept" its
+accept, and a banner or wall it cannot answer so is removed, never accepted. Then
+``overlays.js`` removes what still covers the viewport. Without ``node_modules/`` consent is
+not answered (a system check says so) and overlays are still removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Error, Frame, Page
+
+HERE = Path(__file__).parent
+AUTOCONSENT = HERE.parents[1] / "node_modules" / "@duckduckgo" / "autoconsent"
+LIBRARY = AUTOCONSENT / "dist" / "autoconsent.cjs.js"
+# The compact rules hold every platform's detection and reject; only the full ones hold accept.
+COMPACT_RULES = AUTOCONSENT / "rules" / "compact-rules.json"
+FULL_RULES = AUTOCONSENT / "rules" / "rules.json"
+OVERLAYS = (HERE / "overlays.js").read_text(encoding="utf-8")
+# How long one frame's platform may take to be found and answered (clicks, its own waits).
+ANSWER_SECONDS = 3.0
+# Frames besides the top one looked in: platforms that live in a frame of their own.
+MOST_FRAMES = 4
+
+
+def installed() -> bool:
+    return LIBRARY.is_file() and COMPACT_RULES.is_file()
+
+
+@cache
+def _script() -> str:
+    """consent.js with the library in place, read once."""
+    library = LIBRARY.read_text(encoding="utf-8")
+    return (HERE / "consent.js").read_text(encoding="utf-8").replace("/*LIBRARY*/", library)
+
+
+@cache
+def _rules(mode: str) -> str:
+    """The rules ``consent.js`` takes for ``mode``, as JSON text (parsed in the page: far quicker
+    than Playwright's own serialization of a large object)."""
+    if mode == "accept":
+        return json.dumps(json.loads(FULL_RULES.read_text(encoding="utf-8"))["autoconsent"])
+    return COMPACT_RULES.read_text(encoding="utf-8")
+
+
+async def answer(page: Page, mode: str) -> tuple[str | None, bool]:
+    """What was done to the page's consent (``rejected``, ``accepted``, ``removed`` or None) and
+    whether anything in it changed. ``leave`` touches nothing."""
+    if mode == "leave":
+        return None, False
+    handled = await _answer_consent(page, mode) if installed() else None
+    removed, consent_like = await _remove_overlays(page)
+    if handled is None and consent_like:
+        handled = "removed"
+    return handled, handled is not None or removed > 0
+
+
+async def remove_overlays(page: Page) -> bool:
+    """Whether anything covering the viewport was removed (``overlays.js``)."""
+    removed, _ = await _remove_overlays(page)
+    return removed > 0
+
+
+async def _remove_overlays(page: Page) -> tuple[int, bool]:
+    try:
+        removed, consent_like = await page.evaluate(OVERLAYS)
+    except Error:
+        return 0, False  # a page navigating away is read as it is
+    return int(removed), bool(consent_like)
+
+
+async def _answer_consent(page: Page, mode: str) -> str | None:
+    inner = [frame for frame in page.frames if frame != page.main_frame and frame.url.startswith("http")]
+    frames = [page.main_frame, *inner[:MOST_FRAMES]]
+    answers = await asyncio.gather(*(_answer_frame(frame, mode) for frame in frames))
+    return next((handled for handled in answers if handled is not None), None)
+
+
+async def _answer_frame(frame: Frame, mode: str) -> str | None:
+    try:
+        outcome: Any = await frame.evaluate(_script(), [mode, _rules(mode), int(ANSWER_SECONDS * 1000)])
+    except Error:
+        return None  # a frame gone, or a page that broke what the library needs
+    handled = outcome[0] if isinstance(outcome, list) and outcome else None
+    return handled if handled in ("rejected", "accepted", "removed") else None
