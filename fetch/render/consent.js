@@ -2,9 +2,23 @@
 // DuckDuckGo's autoconsent (its CommonJS build, wrapped below in place of LIBRARY) finds the
 // consent platform by its rules and clicks reject (optOut) or accept (optIn) as a person would;
 // one detection pass, on the page as it now is, never started by the page's own load.
+// The rules come as JSON text: the compact ones (COMPACT_RULES below) unless others are given.
 // Answers [what was done, the platform's name]: "rejected" | "accepted" | "removed" | null.
-async ([mode, rulesJson, mostMs]) => {
-  const rules = JSON.parse(rulesJson);
+// An init script defines it in every frame (unrun, it costs a frame only its parse); the render
+// process calls it once the page is ready.
+(() => {
+const COMPACT_RULES = /*COMPACT_RULES*/;
+// Where nothing in the frame speaks of consent, no platform is looked for: a page without a
+// banner pays for this look only, not for the rules' decoding and detection.
+const HINTS = /cookie|consent|gdpr|privacy|cmp|didomi|onetrust|cybot|usercentrics|quantcast|tcf|truste|sp_message/i;
+const PLATFORM_ELEMENTS = '[id*="cookie" i],[class*="cookie" i],[id*="consent" i],[class*="consent" i],[id*="cmp" i],[id*="gdpr" i],[id*="privacy" i]';
+const mayAsk = () =>
+  typeof window.__tcfapi === "function" ||
+  !!document.querySelector(PLATFORM_ELEMENTS) ||
+  HINTS.test(document.body ? document.body.textContent : "");
+const answer = async (mode, rulesJson, mostMs) => {
+  if (!mayAsk()) return [null, null];
+  const rules = JSON.parse(rulesJson || COMPACT_RULES);
   const module = { exports: {} };
   (function (module, exports) {
     /*LIBRARY*/
@@ -68,4 +82,6 @@ async ([mode, rulesJson, mostMs]) => {
     }
   }
   return ["removed", popup.cmp];
-}
+};
+Object.defineProperty(window, "__siftConsent", { value: answer });
+})();

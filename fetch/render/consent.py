@@ -36,20 +36,33 @@ def installed() -> bool:
     return LIBRARY.is_file() and COMPACT_RULES.is_file()
 
 
-@cache
-def _script() -> str:
-    """consent.js with the library in place, read once."""
-    library = LIBRARY.read_text(encoding="utf-8")
-    return (HERE / "consent.js").read_text(encoding="utf-8").replace("/*LIBRARY*/", library)
+ANSWER = "([mode, rules, most]) => window.__siftConsent ? window.__siftConsent(mode, rules, most) : null"
+# In the top frame, one round trip: its consent answered, then what covers it removed.
+ANSWER_AND_UNCOVER = (
+    "async ([mode, rules, most, answering]) => ["
+    " answering && window.__siftConsent ? await window.__siftConsent(mode, rules, most) : null,"
+    " (" + OVERLAYS + ")()]"
+)
 
 
 @cache
-def _rules(mode: str) -> str:
-    """The rules ``consent.js`` takes for ``mode``, as JSON text (parsed in the page: far quicker
-    than Playwright's own serialization of a large object)."""
-    if mode == "accept":
-        return json.dumps(json.loads(FULL_RULES.read_text(encoding="utf-8"))["autoconsent"])
-    return COMPACT_RULES.read_text(encoding="utf-8")
+def init_script() -> str | None:
+    """consent.js with the library and the compact rules in place (read once), for the tab's
+    context to add to every frame; None without the library (consent is then not answered)."""
+    if not installed():
+        return None
+    script = (HERE / "consent.js").read_text(encoding="utf-8")
+    rules = json.dumps(COMPACT_RULES.read_text(encoding="utf-8"))  # a string literal of the JSON
+    return script.replace("/*COMPACT_RULES*/", rules).replace(
+        "/*LIBRARY*/", LIBRARY.read_text(encoding="utf-8")
+    )
+
+
+@cache
+def _full_rules() -> str:
+    """The rules with accept's steps, as JSON text: sent with the call, for consent accept only
+    (parsed in the page, far quicker than Playwright's serialization of a large object)."""
+    return json.dumps(json.loads(FULL_RULES.read_text(encoding="utf-8"))["autoconsent"])
 
 
 async def answer(page: Page, mode: str) -> tuple[str | None, bool]:
@@ -57,8 +70,17 @@ async def answer(page: Page, mode: str) -> tuple[str | None, bool]:
     whether anything in it changed. ``leave`` touches nothing."""
     if mode == "leave":
         return None, False
-    handled = await _answer_consent(page, mode) if installed() else None
-    removed, consent_like = await _remove_overlays(page)
+    answering = init_script() is not None
+    rules = _full_rules() if answering and mode == "accept" else None
+    inner = [frame for frame in page.frames if frame != page.main_frame and frame.url.startswith("http")]
+    in_frames = await asyncio.gather(*(_answer_frame(frame, mode, rules) for frame in inner[:MOST_FRAMES]))
+    try:
+        top, (removed, consent_like) = await page.evaluate(
+            ANSWER_AND_UNCOVER, [mode, rules, int(ANSWER_SECONDS * 1000), answering]
+        )
+    except Error:
+        return None, False  # a page navigating away or gone is read as it is
+    handled = next((h for h in [_handled(top), *in_frames] if h is not None), None)
     if handled is None and consent_like:
         handled = "removed"
     return handled, handled is not None or removed > 0
@@ -78,17 +100,14 @@ async def _remove_overlays(page: Page) -> tuple[int, bool]:
     return int(removed), bool(consent_like)
 
 
-async def _answer_consent(page: Page, mode: str) -> str | None:
-    inner = [frame for frame in page.frames if frame != page.main_frame and frame.url.startswith("http")]
-    frames = [page.main_frame, *inner[:MOST_FRAMES]]
-    answers = await asyncio.gather(*(_answer_frame(frame, mode) for frame in frames))
-    return next((handled for handled in answers if handled is not None), None)
-
-
-async def _answer_frame(frame: Frame, mode: str) -> str | None:
+async def _answer_frame(frame: Frame, mode: str, rules: str | None) -> str | None:
+    """A platform living in a frame of its own (answered before the top frame's overlays go)."""
     try:
-        outcome: Any = await frame.evaluate(_script(), [mode, _rules(mode), int(ANSWER_SECONDS * 1000)])
+        return _handled(await frame.evaluate(ANSWER, [mode, rules, int(ANSWER_SECONDS * 1000)]))
     except Error:
         return None  # a frame gone, or a page that broke what the library needs
+
+
+def _handled(outcome: Any) -> str | None:
     handled = outcome[0] if isinstance(outcome, list) and outcome else None
     return handled if handled in ("rejected", "accepted", "removed") else None

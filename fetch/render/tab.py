@@ -18,7 +18,7 @@ from typing import Any
 
 from playwright.async_api import Browser, Download, Error, Page, Route, WebSocketRoute
 
-from fetch.render import visit
+from fetch.render import consent, visit
 
 # Skipped for speed: they never change the text (a render with a screenshot loads images and fonts).
 SKIPPED_TYPES = frozenset({"image", "media", "font"})
@@ -127,6 +127,7 @@ class Tab:
         # Together (one round trip's wait, not three), and all in place before the page exists.
         await asyncio.gather(
             self.context.add_init_script(READY_SCRIPT),
+            *(self.context.add_init_script(script) for script in filter(None, [consent.init_script()])),
             self.context.route("**/*", self.handle),
             self.context.route_web_socket("**/*", refuse_socket),
         )
