@@ -86,7 +86,8 @@ let accepted = false;
 window.UC_UI = {isInitialized: () => true, isConsentRequired: () => true,
   acceptAllConsents: () => { accepted = true; record("accept"); return Promise.resolve(); },
   denyAllConsents: () => { record("reject"); return Promise.resolve(); },
-  closeCMP: () => { const root = document.getElementById("banner-root"); if (root) root.remove(); return Promise.resolve(); },
+  closeCMP: () => { const root = document.getElementById("banner-root");
+    if (root) root.remove(); return Promise.resolve(); },
   areAllConsentsAccepted: () => accepted};""",
     then=f"""const host = document.getElementById("usercentrics-root");
   const shadow = host.attachShadow({{mode: "open"}});
