@@ -8,6 +8,7 @@ raises only ``FetchError``.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import re
 import time
@@ -159,7 +160,6 @@ def _rendered_copy(target: Target, partition: str) -> CachedDocument | None:
 def _store_rendered(
     target: Target, partition: str, download: client.Download, rendering: renderer.Rendering
 ) -> Source:
-    html = rendering.html + f"<!--sift-consent:{rendering.consent or 'none'}-->"
     page = client.Download(
         url=download.url,
         final_url=download.final_url,
@@ -167,11 +167,12 @@ def _store_rendered(
         headers={},
         content_type="text/html",
         charset="utf-8",
-        body=html.encode("utf-8", "surrogatepass"),
+        body=rendering.html.encode("utf-8", "surrogatepass"),
         elapsed_ms=download.elapsed_ms,
     )
     if not target.options.actions:
-        cache.store(partition, target.url, page)
+        mark = f"<!--sift-consent:{rendering.consent or 'none'}-->".encode()
+        cache.store(partition, target.url, dataclasses.replace(page, body=page.body + mark))
     return Source(
         page,
         timezone.now(),
@@ -199,9 +200,14 @@ def _render_retrying_once(download: client.Download, target: Target) -> renderer
 
 def _rendered(source: Source) -> Source:
     """A rendered copy from the cache, with what was done to its consent banner when it was made."""
-    mark = CONSENT_MARK.search(source.download.body[-40:])
+    download = source.download
+    mark = CONSENT_MARK.search(download.body[-40:])
     consent = mark.group(1).decode() if mark and mark.group(1) != b"none" else None
-    return Source(source.download, source.fetched_at, source.cache, rendered=True, consent_handled=consent)
+    if mark:
+        download = dataclasses.replace(
+            download, body=download.body[: len(download.body) - len(mark.group(0))]
+        )
+    return Source(download, source.fetched_at, source.cache, rendered=True, consent_handled=consent)
 
 
 def _recoverable(exc: FetchError) -> bool:

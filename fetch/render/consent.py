@@ -19,21 +19,14 @@ from typing import Any
 
 from playwright.async_api import Error, Frame, Page
 
+from fetch.render.autoconsent import COMPACT_RULES, FULL_RULES, LIBRARY, installed
+
 HERE = Path(__file__).parent
-AUTOCONSENT = HERE.parents[1] / "node_modules" / "@duckduckgo" / "autoconsent"
-LIBRARY = AUTOCONSENT / "dist" / "autoconsent.cjs.js"
-# The compact rules hold every platform's detection and reject; only the full ones hold accept.
-COMPACT_RULES = AUTOCONSENT / "rules" / "compact-rules.json"
-FULL_RULES = AUTOCONSENT / "rules" / "rules.json"
 OVERLAYS = (HERE / "overlays.js").read_text(encoding="utf-8")
 # How long one frame's platform may take to be found and answered (clicks, its own waits).
 ANSWER_SECONDS = 3.0
 # Frames besides the top one looked in: platforms that live in a frame of their own.
 MOST_FRAMES = 4
-
-
-def installed() -> bool:
-    return LIBRARY.is_file() and COMPACT_RULES.is_file()
 
 
 ANSWER = "([mode, rules, most]) => window.__siftConsent ? window.__siftConsent(mode, rules, most) : null"
