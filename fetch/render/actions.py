@@ -25,7 +25,18 @@ SHOWN = (
     "(selector) => { const el = document.querySelector(selector);"
     " return !!el && el.checkVisibility({ checkOpacity: true, checkVisibilityCSS: true }); }"
 )
-SCROLL = "() => window.scrollBy(0, Math.max(window.innerHeight, 1))"
+# To the page's end, where an endless list loads its next part; answered once the scroll event
+# has been dispatched (it comes with the next frame), so that what it starts is then counted.
+DOWNLOAD_LINK = "(element) => !!element.closest('a[download]')"
+SCROLL = (
+    "() => { window.scrollTo(0, document.scrollingElement ? document.scrollingElement.scrollHeight : 0);"
+    " return new Promise((done) => { setTimeout(done, 100);"
+    " requestAnimationFrame(() => requestAnimationFrame(done)); }); }"
+)
+
+
+class _Refused(Exception):
+    """What a step would do and may not."""
 
 
 class ActionFailed(Exception):
@@ -53,6 +64,8 @@ async def run(
             raise ActionFailed(index, _first_line(exc)) from None
         except LookupError:
             raise ActionFailed(index, f"no element matches {step['selector']!r}") from None
+        except _Refused as refused:
+            raise ActionFailed(index, f"the step would {refused}: refused") from None
         html = await settle()
         if refusals:
             raise ActionFailed(index, f"the step would {refusals[0]}: refused")
@@ -63,6 +76,8 @@ async def _do(page: Page, step: dict[str, Any], settle: Callable[[], Awaitable[s
     kind = step["type"]
     if kind == "click":
         element = await _element(page, step["selector"])
+        if await element.evaluate(DOWNLOAD_LINK):  # refused before the browser begins it
+            raise _Refused("download a file")
         await element.click(timeout=ELEMENT_SECONDS * 1000)
     elif kind == "scroll":
         for time in range(step.get("times", 1)):

@@ -42,7 +42,12 @@ class Click(Step):
 
 class Scroll(Step):
     type: Literal["scroll"]
-    times: int = Field(default=1, ge=1, le=MAX_SCROLLS, description="Screens to scroll down, one at a time.")
+    times: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_SCROLLS,
+        description="How many times to scroll to the page's end, the page settling each time.",
+    )
 
 
 class WaitFor(Step):

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from playwright.async_api import Browser, Download, Error, Page, Route, WebSocketRoute
+from playwright.async_api import Browser, Download, Error, Page, Request, Route, WebSocketRoute
 
 from fetch.render import consent, visit
 
@@ -160,8 +160,8 @@ class Tab:
         if talk is None:
             await route.abort("blockedbyclient")
             return
-        if self.acting and request.is_navigation_request() and request.frame == self.page.main_frame:
-            self.refused("take the page elsewhere")
+        if self.acting and request.is_navigation_request() and (leaving := self.leaving(request)):
+            self.refused(leaving)
             await route.abort("blockedbyclient")
             return
         if not self.served and request.url == self.job["url"] and request.is_navigation_request():
@@ -192,6 +192,17 @@ class Tab:
         # The client ends the render at its deadline; this bound only keeps a lost one from staying.
         await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"] + 5000)
         return await visit.finish(self, await settle(self.page, talk))
+
+    def leaving(self, request: Request) -> str | None:
+        """What a navigation would do that a caller's step may not: the page's own top frame going
+        elsewhere, or a new window's (whose frame Playwright does not know yet) first page."""
+        try:
+            frame = request.frame
+        except Error:
+            return "open a window"
+        if frame == self.page.main_frame:
+            return "take the page elsewhere"
+        return "open a window" if frame.parent_frame is None else None
 
     def skipped(self, resource_type: str) -> bool:
         pictured = bool(self.job.get("screenshot")) and resource_type in PICTURED_TYPES
