@@ -154,3 +154,36 @@ def test_a_check_warns_when_the_consent_rules_are_not_installed(monkeypatch, tmp
 
     assert [message.id for message in warned] == ["sift.W012"]
     assert "npm" in (warned[0].hint or "")
+
+
+APP_SHELL = """<!doctype html><html lang="en"><head><title>Tides</title></head><body>
+<div id="root"></div>
+<script>
+window.addEventListener("DOMContentLoaded", () => {
+  const root = document.getElementById("root");
+  root.innerHTML = "<main><article id='story'><h1>Tides</h1>" + %s.map((t) => "<p>" + t + "</p>").join("")
+    + "</article></main>";
+  const banner = document.createElement("div");
+  banner.id = "onetrust-consent-sdk";
+  banner.innerHTML = "<div id='onetrust-banner-sdk' style='position:fixed;bottom:0'><p>%s</p>"
+    + "<button id='onetrust-reject-all-handler'>Reject All</button></div>";
+  document.body.appendChild(banner);
+  document.getElementById("onetrust-reject-all-handler").addEventListener("click", () => {
+    const note = document.createElement("p"); note.textContent = "Choice: reject";
+    document.getElementById("story").appendChild(note); banner.remove(); });
+});
+</script></body></html>"""
+
+
+def test_render_auto_answers_consent_when_it_renders(agent, httpserver, render_settings):
+    _, client = agent
+    html = APP_SHELL % (list(pages.ARTICLE), pages.BANNER)
+    httpserver.expect_request("/app").respond_with_data(html, content_type="text/html")
+    body = {"url": httpserver.url_for("/app"), "options": {"render": "auto", "mode": "text"}}
+
+    answer = client.post("/v1/fetch", body).json()
+
+    assert answer["rendered"] is True
+    assert answer["consent_handled"] == "rejected"
+    assert "Choice: reject" in answer["content"]
+    _read_as_a_person(answer)
