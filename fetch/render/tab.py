@@ -124,10 +124,11 @@ class Tab:
         self.context = await self.browser.new_context(
             service_workers="block", accept_downloads=False, permissions=[]
         )
-        # Together (one round trip's wait, not three), and all in place before the page exists.
+        # Together (one round trip's wait, not four), and all in place before the page exists; the
+        # consent library's script where it is installed (fetch/render/consent.py).
+        scripts = (READY_SCRIPT, consent.init_script())
         await asyncio.gather(
-            self.context.add_init_script(READY_SCRIPT),
-            *(self.context.add_init_script(script) for script in filter(None, [consent.init_script()])),
+            *(self.context.add_init_script(script) for script in scripts if script is not None),
             self.context.route("**/*", self.handle),
             self.context.route_web_socket("**/*", refuse_socket),
         )
