@@ -8,14 +8,25 @@
 // process calls it once the page is ready.
 (() => {
 const COMPACT_RULES = /*COMPACT_RULES*/;
-// Where nothing in the frame speaks of consent, no platform is looked for: a page without a
-// banner pays for this look only, not for the rules' decoding and detection.
-const HINTS = /cookie|consent|gdpr|privacy|cmp|didomi|onetrust|cybot|usercentrics|quantcast|tcf|truste|sp_message/i;
-const PLATFORM_ELEMENTS = '[id*="cookie" i],[class*="cookie" i],[id*="consent" i],[class*="consent" i],[id*="cmp" i],[id*="gdpr" i],[id*="privacy" i]';
+// Where nothing in the frame looks like a consent platform, no platform is looked for: a page
+// without a banner pays for this look only, not for the library's first run (its compilation
+// and the rules' decoding, tens of ms). A platform is looked for where an element's id or class
+// names one (or cookies, consent, a CMP), where a platform's API is defined, or where a dialog,
+// banner, modal, notice or popup speaks of cookies or consent. A footer's "cookie policy" link
+// alone is not enough.
+const MARKED = [
+  "cookie", "consent", "cmp", "gdpr", "didomi", "onetrust", "cybot", "usercentrics", "truste",
+  "sp_message", "cc-window", "cc-banner", "osano", "klaro", "qc-",
+  "privacy-banner", "termly", "axeptio", "borlabs", "moove_gdpr",
+].map((word) => `[id*="${word}" i],[class*="${word}" i]`).join(",");
+const OVERLAYS = 'dialog,[role="dialog"],[role="alertdialog"],[aria-modal="true"],[id*="banner" i],'
+  + '[class*="banner" i],[class*="modal" i],[class*="popup" i],[id*="popup" i],[class*="notice" i]';
+const SPEAKS = /cookie|consent|gdpr|privacy|datenschutz|einwillig/i;
+const API = ["__tcfapi", "__cmp", "__uspapi", "Cookiebot", "OneTrust", "Didomi", "UC_UI"];
 const mayAsk = () =>
-  typeof window.__tcfapi === "function" ||
-  !!document.querySelector(PLATFORM_ELEMENTS) ||
-  HINTS.test(document.body ? document.body.textContent : "");
+  API.some((name) => name in window) ||
+  !!document.querySelector(MARKED) ||
+  Array.from(document.querySelectorAll(OVERLAYS)).some((el) => SPEAKS.test(el.textContent || ""));
 const answer = async (mode, rulesJson, mostMs) => {
   if (!mayAsk()) return [null, null];
   const rules = JSON.parse(rulesJson || COMPACT_RULES);
