@@ -11,7 +11,7 @@ METRICS_DIR ?= $(CURDIR)/var/metrics
 # Django's signing key, shared by web, cluster and commands; settings read it when SECRET_KEY is unset.
 SECRET_KEY_FILE ?= var/secret_key
 
-.PHONY: chromium run test check clean secret-key model
+.PHONY: chromium consent-rules run test check clean secret-key model
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
-run: $(VENV)/.installed $(SECRET_KEY_FILE) chromium
+run: $(VENV)/.installed $(SECRET_KEY_FILE) chromium consent-rules
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	rm -rf $(METRICS_DIR) && mkdir -p $(METRICS_DIR)
@@ -39,7 +39,7 @@ run: $(VENV)/.installed $(SECRET_KEY_FILE) chromium
 # Most tests wait on processes and sockets, not the CPU: two pytest workers, each taking whole
 # modules (a module's deployment is started once), halve the suite's time on two cores.
 TEST_PROCESSES ?= 2
-test: $(VENV)/.installed $(SECRET_KEY_FILE)
+test: $(VENV)/.installed $(SECRET_KEY_FILE) consent-rules
 	$(BIN)/pytest -n $(TEST_PROCESSES) --dist loadfile
 
 check: $(VENV)/.installed $(SECRET_KEY_FILE)
@@ -70,3 +70,13 @@ chromium:
 		echo "installed Debian's chromium-headless-shell for render: true"; } || \
 		{ [ -x /usr/bin/chromium ] && echo "render: true uses /usr/bin/chromium (no chromium-headless-shell)"; } || \
 		echo "no Chromium: render: true answers 415 (apt-get install chromium-headless-shell enables it)"
+
+# DuckDuckGo's consent rules (@duckduckgo/autoconsent), which rendered pages answer banners with,
+# installed as package-lock.json pins them (docs/dependencies.md says how they are updated).
+# Without npm, consent is not answered (manage.py check warns) and everything else works.
+CONSENT_RULES := node_modules/@duckduckgo/autoconsent/package.json
+$(CONSENT_RULES): package.json package-lock.json
+	@if command -v npm >/dev/null; then npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "no npm: rendered pages answer no consent banner (install Node.js and npm, then make)"; fi
+
+consent-rules: $(CONSENT_RULES)

@@ -15,7 +15,7 @@ from django.core.checks import CheckMessage, Error, Info, Tags, Warning, registe
 
 from batch.engine import seam
 from fetch import guard, limits
-from fetch.render import renderer, server_process
+from fetch.render import autoconsent, renderer, server_process
 from fetch.sandbox.pool import SANDBOX_CHILDREN
 
 
@@ -226,6 +226,22 @@ def render_network_mode(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
         hint = "Set SIFT_RENDER_NAMESPACE=true on a platform that allows unprivileged user namespaces."
     browser = settings.SIFT_RENDER_CHROMIUM
     return [Info(f"rendering's browser ({browser}) runs {what}", hint=hint, id="sift.I001")]
+
+
+@register(Tags.compatibility)
+def consent_rules_installed(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Rendered pages answer consent banners with DuckDuckGo's rules, which ``make`` installs with
+    npm; without them a render reads the page with its banner (overlays are still removed)."""
+    if not renderer.available() or autoconsent.installed():
+        return []
+    return [
+        Warning(
+            "rendered pages answer no cookie-consent banner: @duckduckgo/autoconsent is not "
+            f"installed ({autoconsent.PACKAGE})",
+            hint="Install Node.js and npm, then run make (npm ci installs it as package-lock.json pins it).",
+            id="sift.W012",
+        )
+    ]
 
 
 @register(Tags.compatibility)

@@ -34,7 +34,9 @@ def fetch_target(caller: Caller, target: Target) -> Result:
             raise RetryLater(exc.message, wait=exc.retry_after) from None
         raise TargetFailed(exc.outcome, exc.message, exc.hint) from None
     content = envelope.pop("content")
-    return {"content": content, "meta": envelope}
+    # A screenshot (asked for) is stored beside the content, whole, and left out with it.
+    picture = envelope.pop("screenshot", None)
+    return {"content": content, "meta": envelope, **({"screenshot": picture} if picture else {})}
 
 
 def post_webhook(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Answer:

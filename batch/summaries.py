@@ -34,10 +34,10 @@ def job_summary(job: BatchJob, caller: ApiKey) -> dict[str, Any]:
 
 
 def target_out(target: BatchTarget, *, content: bool = True) -> dict[str, Any]:
-    """A target with its result; ``content=False`` leaves the result's content out."""
+    """A target with its result; ``content=False`` leaves the result's content (and screenshot) out."""
     result = target.result
     if result is not None and not content:
-        result = {k: v for k, v in result.items() if k != "content"}
+        result = {k: v for k, v in result.items() if k not in ("content", "screenshot")}
     return {
         "idx": target.idx,
         "url": target.url,

@@ -1,5 +1,5 @@
 """The error envelope both doors answer: ``{"error", "code", "hint"}``, plus ``retry_after``,
-``details`` or ``upstream_status`` where they apply (docs/api.md). ``doors.rest.errors`` sends it
+``details``, ``upstream_status`` or ``action`` where they apply (docs/api.md). ``doors.rest.errors`` sends it
 for the REST API (with ``Retry-After``), ``doors.mcp`` as a tool's error result.
 """
 
@@ -36,6 +36,8 @@ def fetch_error_body(exc: FetchError) -> dict[str, Any]:
     body: dict[str, Any] = {"error": exc.message, "code": exc.outcome, "hint": exc.hint}
     if exc.upstream_status is not None:
         body["upstream_status"] = exc.upstream_status
+    if exc.action is not None:
+        body["action"] = exc.action
     if exc.outcome != Outcome.BUSY:
         return body
     return _with_retry_after(body, exc.retry_after if exc.retry_after is not None else RetryAfter.UPSTREAM)

@@ -9,7 +9,8 @@ class FetchError(Exception):
     """A fetch that did not produce content, with its outcome and a hint (docs/api.md).
 
     ``upstream_status`` is set for ``upstream_4xx``/``upstream_5xx`` (and for ``busy`` when the
-    upstream said 429/503); ``retry_after`` (seconds) for ``busy``.
+    upstream said 429/503); ``retry_after`` (seconds) for ``busy``; ``action`` (the failing step's
+    0-based index) for ``action_failed``.
     """
 
     def __init__(
@@ -20,6 +21,7 @@ class FetchError(Exception):
         *,
         upstream_status: int | None = None,
         retry_after: float | None = None,
+        action: int | None = None,
     ) -> None:
         super().__init__(message)
         self.outcome = Outcome.of(outcome)  # an unknown outcome is a bug: ValueError
@@ -27,6 +29,7 @@ class FetchError(Exception):
         self.hint = hint
         self.upstream_status = upstream_status
         self.retry_after = retry_after
+        self.action = action
 
     @property
     def http_status(self) -> int:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_core import PydanticCustomError, PydanticKnownError
 
 from fetch.limits import MAX_URL_CHARS
+from fetch.render.steps import MAX_STEPS, Action
 
 MAX_PATTERN_CHARS = 1000
 MAX_JQ_CHARS = 4000
@@ -34,6 +35,8 @@ SHA256_PATTERN = r"^[0-9a-f]{64}$"
 MAX_OFFSET = 2**31 - 1
 Mode = Literal["markdown", "text", "raw"]
 Hidden = Literal["drop", "keep"]
+Consent = Literal["reject", "accept", "leave"]
+Screenshot = Literal["viewport", "full"]
 # A necessary condition only: the page ranges themselves are read by parse_pages.
 PAGES_PATTERN = r"^[0-9,\-\s]+$"
 _PAGES = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$", re.ASCII)
@@ -144,6 +147,26 @@ class TargetOptions(OptionSet):
         "display:none and the like; on a rendered page, what its computed style hides) is left out, "
         "and counted in hidden_chars; keep: read it too.",
     )
+    consent: Consent = Field(
+        default="reject",
+        description="On a rendered page, a cookie-consent banner or wall: reject (default) clicks "
+        "its reject, and removes one that offers none, never accepting; accept clicks its accept; "
+        "leave leaves it and every overlay as they are. consent_handled says what was done.",
+    )
+    actions: list[Action] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_STEPS,
+        description="With render true (POST and batch only): steps done in order on the rendered "
+        'page before it is read, each {"type": ...}: click (selector), scroll (times), wait_for '
+        "(selector), wait (milliseconds), press (key); CSS selectors only. A failing step answers "
+        "action_failed naming its index.",
+    )
+    screenshot: Screenshot | None = Field(
+        default=None,
+        description="With render true: a picture of the rendered page, its viewport or its full "
+        "length (at most 16,384 px), as PNG (JPEG past 2 MB, at most 5 MB).",
+    )
     robots: bool = Field(
         default=False,
         description="Obey the site's robots.txt for the product token sift: a disallowed URL is "
@@ -218,6 +241,21 @@ class TargetOptions(OptionSet):
             )
         return self
 
+    @model_validator(mode="after")
+    def _rendered_only(self) -> TargetOptions:
+        """What is done in a browser needs one: actions and screenshot render: true, a consent
+        other than the default render true or "auto"."""
+        for name in ("actions", "screenshot"):
+            if getattr(self, name) is not None and self.render is not True:
+                raise InvalidTarget(name, f"{name} needs render: true", f"Send render: true with {name}.")
+        if self.consent != "reject" and self.render is False:
+            raise InvalidTarget(
+                "consent",
+                "consent is answered on rendered pages only",
+                'Send render: true or "auto" with consent.',
+            )
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         """The options that differ from their defaults, which is the canonical form."""
         return self.model_dump(exclude_defaults=True)
@@ -259,8 +297,28 @@ def _option_schemas_for(most: int) -> dict[str, dict[str, Any]]:
 def known_options() -> dict[str, dict[str, Any]]:
     """Each option's schema as the model says it, made once (never to change); ``option_schemas()``
     adds the limits the settings set."""
-    properties = TargetOptions.model_json_schema()["properties"]
+    whole = TargetOptions.model_json_schema()
+    properties = _inlined(whole["properties"], whole.get("$defs", {}))
     return {name: without_null(schema) for name, schema in properties.items()}
+
+
+def _inlined(schema: Any, definitions: dict[str, Any]) -> Any:
+    """``schema`` with each ``$ref`` to a definition (an action's step) replaced by the definition,
+    so that every option's schema stands alone wherever it is put."""
+    if isinstance(schema, list):
+        return [_inlined(item, definitions) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    reference = schema.get("$ref", "")
+    if reference.startswith("#/$defs/"):
+        return _inlined(definitions[reference.removeprefix("#/$defs/")], definitions)
+    # A discriminator's mapping names the definitions, gone once inlined: its property stays.
+    return {
+        key: {"propertyName": value["propertyName"]}
+        if key == "discriminator"
+        else _inlined(value, definitions)
+        for key, value in schema.items()
+    }
 
 
 def without_null(schema: dict[str, Any]) -> dict[str, Any]:

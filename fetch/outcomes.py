@@ -69,6 +69,12 @@ class Outcome(StrEnum):
         "Reading this needs more memory than sift gives it: narrow it (pages, a smaller jq), "
         "fetch it with render false, or send a smaller document.",
     )
+    ACTION_FAILED = (
+        "action_failed",
+        422,
+        "A step of actions could not be done on the rendered page (the error names its index): "
+        "check its CSS selector against the page, or wait_for the element first.",
+    )
     # Batch targets only: the worker fetching it died too often. Never an answer of /v1/fetch.
     WORKER_LOST = (
         "worker_lost",

@@ -7,7 +7,10 @@ raises only ``FetchError``.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import functools
+import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -36,6 +39,8 @@ from fetch.wire import headers
 HostTurn = Callable[[], AbstractContextManager[float | None]]
 # Failures after which `recover: true` serves the last copy.
 RECOVERABLE = frozenset({Outcome.TIMEOUT, Outcome.UPSTREAM_5XX})
+# What was done to a rendered copy's consent banner, kept at the end of the copy's HTML.
+CONSENT_MARK = re.compile(rb"<!--sift-consent:(rejected|accepted|removed|none)-->$")
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,8 @@ class Source:
     cache: CacheState = "miss"
     rendered: bool = False
     render_cut: dict[str, Any] | None = None  # what the subrequest bounds refused (a render now)
+    consent_handled: str | None = None
+    screenshot: renderer.Screenshot | None = None
 
 
 def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = True) -> dict[str, Any]:
@@ -65,7 +72,7 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
         source = _obtain(target, partition, caller, turn)
         document = _extract(target, source, started)
         if target.options.render == "auto" and document.script_built and not source.rendered:
-            rendered = _render_served(target, cache.rendered_partition(partition), caller, source)
+            rendered = _render_served(target, _rendered_partition(target, partition), caller, source)
             if rendered is not None:
                 source, document = rendered, _extract(target, rendered, started)
         refuse_empty(document, rendered=source.rendered)
@@ -80,7 +87,7 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
 
 def _obtain(target: Target, partition: str, caller: str, turn: HostTurn) -> Source:
     if target.options.render is True:
-        return _obtain_rendered(target, cache.rendered_partition(partition), caller, turn)
+        return _obtain_rendered(target, _rendered_partition(target, partition), caller, turn)
     copy = cache.lookup(partition, target.url)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _from_cache(copy, "hit")
@@ -98,7 +105,7 @@ def _obtain(target: Target, partition: str, caller: str, turn: HostTurn) -> Sour
 def _obtain_rendered(target: Target, partition: str, caller: str, turn: HostTurn) -> Source:
     """The page as the browser left it, from the rendered partition or rendered now."""
     renderer.require_browser()
-    copy = cache.lookup(partition, target.url)
+    copy = _rendered_copy(target, partition)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _rendered(_from_cache(copy, "hit"))
     server_process.start_soon()  # the browser starts while the page downloads
@@ -111,12 +118,12 @@ def _obtain_rendered(target: Target, partition: str, caller: str, turn: HostTurn
             if download.content_type not in renderer.HTML_TYPES:
                 return Source(download, timezone.now())  # nothing to run: read as fetched
             with renderer.render_slot(caller):
-                page = _render_retrying_once(download)
+                rendering = _render_retrying_once(download, target)
     except FetchError as exc:
         if copy is not None and target.options.recover and _recoverable(exc):
             return _rendered(_from_cache(copy, "stale"))
         raise
-    return _store_rendered(target, partition, download, page)
+    return _store_rendered(target, partition, download, rendering)
 
 
 def _render_served(target: Target, partition: str, caller: str, served: Source) -> Source | None:
@@ -124,21 +131,38 @@ def _render_served(target: Target, partition: str, caller: str, served: Source) 
     (holding a render slot only now), or its rendered copy; None where no browser is installed."""
     if not renderer.available():
         return None
-    copy = cache.lookup(partition, target.url)
+    copy = _rendered_copy(target, partition)
     if copy is not None and cache.is_fresh(copy, target.options.max_age):
         return _rendered(_from_cache(copy, "hit"))
     # The page itself was downloaded in its host's turn; a render's subrequests take none. The
     # fetch slot first, as for render: true, so that no render slot waits on a fetch slot.
     with gate.fetch_slot(caller, renderer.render_lease_seconds()), renderer.render_slot(caller):
-        page = _render_retrying_once(served.download)
-    return _store_rendered(target, partition, served.download, page)
+        rendering = _render_retrying_once(served.download, target)
+    return _store_rendered(target, partition, served.download, rendering)
+
+
+def _rendered_partition(target: Target, partition: str) -> str:
+    """Rendered copies are kept apart by how the consent banner was answered: a page rendered
+    with consent accepted never serves a render that rejects it (docs/rendering.md)."""
+    consent = target.options.consent
+    kind = "rendered" if consent == "reject" else f"rendered-{consent}"
+    return cache.kind_partition(kind, partition)
+
+
+def _rendered_copy(target: Target, partition: str) -> CachedDocument | None:
+    """The rendered copy to answer from; none for a render with actions (never kept: what the
+    steps did is not the page) or a screenshot (a picture needs the browser: it renders anew,
+    and keeps its text as any render does)."""
+    if target.options.actions or target.options.screenshot is not None:
+        return None
+    return cache.lookup(partition, target.url)
 
 
 def _store_rendered(
-    target: Target, partition: str, download: client.Download, rendered: renderer.Rendered
+    target: Target, partition: str, download: client.Download, rendering: renderer.Rendering
 ) -> Source:
-    """The rendered page as a document; kept in the rendered partition unless the render was cut
-    (a copy cannot say so, and the next fetch renders it again)."""
+    """The rendered page as a document; kept in the rendered partition unless steps shaped it or
+    the render was cut (a copy cannot say so, and the next fetch renders it again)."""
     page = client.Download(
         url=download.url,
         final_url=download.final_url,
@@ -146,22 +170,30 @@ def _store_rendered(
         headers={},
         content_type="text/html",
         charset="utf-8",
-        body=rendered.html.encode("utf-8", "surrogatepass"),
+        body=rendering.html.encode("utf-8", "surrogatepass"),
         elapsed_ms=download.elapsed_ms,
     )
-    if rendered.cut is None:
-        cache.store(partition, target.url, page)
-    return Source(page, timezone.now(), rendered=True, render_cut=rendered.cut)
+    if not target.options.actions and rendering.cut is None:
+        mark = f"<!--sift-consent:{rendering.consent or 'none'}-->".encode()
+        cache.store(partition, target.url, dataclasses.replace(page, body=page.body + mark))
+    return Source(
+        page,
+        timezone.now(),
+        rendered=True,
+        consent_handled=rendering.consent,
+        screenshot=rendering.screenshot,
+        render_cut=rendering.cut,
+    )
 
 
-def _render_retrying_once(download: client.Download) -> renderer.Rendered:
+def _render_retrying_once(download: client.Download, target: Target) -> renderer.Rendering:
     """A browser that crashed is started afresh and the page tried once more, then ``internal``."""
     try:
-        return renderer.render(download)
+        return renderer.render(download, target.options)
     except renderer.RenderCrashed:
         pass
     try:
-        return renderer.render(download)
+        return renderer.render(download, target.options)
     except renderer.RenderCrashed as exc:
         raise FetchError(
             Outcome.INTERNAL,
@@ -171,7 +203,15 @@ def _render_retrying_once(download: client.Download) -> renderer.Rendered:
 
 
 def _rendered(source: Source) -> Source:
-    return Source(source.download, source.fetched_at, source.cache, rendered=True)
+    """A rendered copy from the cache, with what was done to its consent banner when it was made."""
+    download = source.download
+    mark = CONSENT_MARK.search(download.body[-40:])
+    consent = mark.group(1).decode() if mark and mark.group(1) != b"none" else None
+    if mark:
+        download = dataclasses.replace(
+            download, body=download.body[: len(download.body) - len(mark.group(0))]
+        )
+    return Source(download, source.fetched_at, source.cache, rendered=True, consent_handled=consent)
 
 
 def _recoverable(exc: FetchError) -> bool:
@@ -277,6 +317,16 @@ def _envelope(
     }
     if source.rendered:
         envelope["rendered"] = True
+        envelope["consent_handled"] = source.consent_handled
+    if source.screenshot is not None:
+        picture = source.screenshot
+        envelope["screenshot"] = {
+            "kind": picture.kind,
+            "type": picture.media_type,
+            "width": picture.width,
+            "height": picture.height,
+            "data": base64.b64encode(picture.data).decode("ascii"),
+        }
     if source.render_cut is not None:
         envelope["render_cut"] = source.render_cut
     return envelope

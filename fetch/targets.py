@@ -104,11 +104,29 @@ def refusal(exc: ValidationError, known: Mapping[str, dict[str, Any]], shape_hin
     if not error["loc"]:
         return InvalidTarget("options", "options must be an object", shape_hint)
     name = str(error["loc"][0])
+    if name == "actions" and len(error["loc"]) > 1 and isinstance(error["loc"][1], int):
+        return _step_refusal(error)
     return InvalidTarget(f"options.{name}", *_words(name, error, known[name]))
+
+
+def _step_refusal(error: ErrorDetails) -> InvalidTarget:
+    """One step of ``actions`` refused: named by its index, with pydantic's words for the fault."""
+    index, place = error["loc"][1], [str(part) for part in error["loc"][3:]]
+    where = f"actions[{index}]" + "".join(f".{part}" for part in place)
+    return InvalidTarget(
+        f"options.{where}",
+        f"{where}: {printable(error['msg'])}",
+        'Each step is {"type": "click", "selector": "..."}, {"type": "scroll", "times": 2}, '
+        '{"type": "wait_for", "selector": "..."}, {"type": "wait", "milliseconds": 500} or '
+        '{"type": "press", "key": "Enter"}.',
+    )
 
 
 def _unknown(error: ErrorDetails) -> bool:
     # A name holding a lone surrogate is refused as text before pydantic sees that it is unknown.
+    # A step's unknown field is the step's fault (``_step_refusal``), not an unknown option.
+    if len(error["loc"]) > 1:
+        return False
     return error["type"] == "extra_forbidden" or (error["type"] == "string_unicode" and not error["loc"])
 
 
@@ -124,6 +142,12 @@ def _words(name: str, error: ErrorDetails, schema: dict[str, Any]) -> tuple[str,
         )
     if "enum" in schema:
         return f"unknown {name} {shown!r}", "Use one of: " + ", ".join(schema["enum"]) + "."
+    if schema.get("type") == "array":  # actions
+        least, most = schema["minItems"], schema["maxItems"]
+        return (
+            f"{name} must be a list of {least} to {most} steps",
+            f"Send {name} as a JSON list, or leave it out.",
+        )
     if schema["type"] == "boolean":
         return f"{name} must be true or false", f"Send {name} as a JSON boolean."
     if schema["type"] == "integer":

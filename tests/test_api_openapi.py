@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from doors.rest.schemas import BODY_ONLY
 from fetch.options import nullable, option_schemas, url_schema
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +37,9 @@ def test_each_option_is_described_once_for_a_batch_target_a_posted_fetch_and_a_f
     posted = body_schema(served, "/v1/fetch")["properties"]
     assert posted["options"]["anyOf"][0]["properties"] == options
     parameters = {p["name"]: untitled(p["schema"]) for p in served["paths"]["/v1/fetch"]["get"]["parameters"]}
-    assert parameters == {"url": url_schema(), **option_schemas()}
+    in_a_query = {name: schema for name, schema in option_schemas().items() if name not in BODY_ONLY}
+    assert parameters == {"url": url_schema(), **in_a_query}
+    assert {"actions"} == BODY_ONLY  # a list, taken in a JSON body only
 
 
 def test_text_options_carry_their_limits_and_pages_its_pattern_in_the_document(client):

@@ -24,7 +24,8 @@ def test_every_option_has_a_type_and_a_description_and_nothing_else_is_an_option
     schemas = option_schemas()
     assert list(schemas) == list(TargetOptions.model_fields)
     assert all(
-        (schema.get("type") in ("string", "boolean", "integer") or name == "render") and schema["description"]
+        (schema.get("type") in ("string", "boolean", "integer", "array") or name == "render")
+        and schema["description"]
         for name, schema in schemas.items()
     )
     assert schemas["render"]["anyOf"] == [{"type": "boolean"}, {"type": "string", "enum": ["auto"]}]

@@ -28,11 +28,11 @@ def untitled(schema: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in schema.items() if key != "title"}
 
 
-def test_the_fetch_tool_takes_the_url_and_options_of_get_v1_fetch(client):
+def test_the_fetch_tool_takes_the_url_and_options_of_get_v1_fetch_and_actions(client):
     parameters = openapi(client)["paths"]["/v1/fetch"]["get"]["parameters"]
     described = {p["name"]: untitled(p["schema"]) for p in parameters}
     schema = tools.TOOLS["fetch"].input_schema
-    assert schema["properties"] == described
+    assert schema["properties"] == {**described, "actions": option_schemas()["actions"]}
     assert schema["required"] == ["url"]
     assert schema["additionalProperties"] is False
 

@@ -23,6 +23,7 @@ from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome
 from fetch.render import renderer, server_process
+from fetch.targets import Target
 
 DOCUMENT = client.Download(
     url="http://127.0.0.1:9/page",
@@ -142,7 +143,7 @@ def test_a_render_crashing_twice_ends_within_two_attempts(stand_in):
     stand_in("crash")
     began = time.monotonic()
     with pytest.raises(FetchError) as raised:
-        pipeline._render_retrying_once(DOCUMENT)
+        pipeline._render_retrying_once(DOCUMENT, Target(DOCUMENT.url))
     assert raised.value.outcome == Outcome.INTERNAL
     assert time.monotonic() - began < 2 * attempt_bound()
 

@@ -60,13 +60,16 @@ def storable_json(value: object, max_chars: int | None = META_MAX_CHARS) -> Any:
 
 
 def storable_result(result: object) -> dict[str, Any]:
-    """A fetch result: a mapping whose ``content`` is cleaned but not cut, everything else as meta."""
+    """A fetch result: a mapping whose ``content`` and ``screenshot`` are cleaned but not cut,
+    everything else as meta."""
     if not isinstance(result, Mapping):
         raise TypeError(f"a result must be a mapping, not {type(result).__name__}")
     cleaned: dict[str, Any] = {}
     for key, value in result.items():
         name = _storable_key(key)
-        cleaned[name] = _storable(value, None if name == "content" else META_MAX_CHARS, depth=1, path=set())
+        cleaned[name] = _storable(
+            value, None if name in ("content", "screenshot") else META_MAX_CHARS, depth=1, path=set()
+        )
     return cleaned
 
 

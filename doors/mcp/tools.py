@@ -283,18 +283,22 @@ def as_result(tool: Tool, outcome: CallResult) -> types.CallToolResult:
     """The MCP result: JSON text for every client, the same object as structured content.
 
     A fetched document's content gets a text block of its own, so a model reads it as written
-    rather than as an escaped JSON string.
+    rather than as an escaped JSON string, and its screenshot an image block after it.
     """
     if not outcome.ok:
         text = json.dumps(outcome.body, ensure_ascii=False)
         return types.CallToolResult(
             content=[types.TextContent(text=text)], structured_content=outcome.body, is_error=True
         )
+    pictures: list[types.ImageContent] = []
     if tool.name == "fetch":
         meta = {k: v for k, v in outcome.body.items() if k != "content"}
+        picture = meta.pop("screenshot", None)
+        if picture is not None:
+            meta["screenshot"] = {k: v for k, v in picture.items() if k != "data"}
+            pictures.append(types.ImageContent(data=picture["data"], mime_type=picture["type"]))
         blocks = [json.dumps(meta, ensure_ascii=False), outcome.body["content"]]
     else:
         blocks = [json.dumps(outcome.body, ensure_ascii=False)]
-    return types.CallToolResult(
-        content=[types.TextContent(text=block) for block in blocks], structured_content=outcome.body
-    )
+    texts = [types.TextContent(text=block) for block in blocks]
+    return types.CallToolResult(content=[*texts, *pictures], structured_content=outcome.body)

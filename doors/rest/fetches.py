@@ -14,7 +14,7 @@ from batch.errors import Refusal, Refused
 from doors.auth import KeyAuth, caller_of
 from doors.direct import fetch_for
 from doors.rest.openapi import error_responses
-from doors.rest.schemas import FetchEnvelope, FetchQuery, TargetIn
+from doors.rest.schemas import BODY_ONLY, FetchEnvelope, FetchQuery, TargetIn
 from doors.validation import validate_target
 
 FETCH_ERRORS = error_responses(400, 401, 403, 409, 415, 422, 429, 500, 502, 504)
@@ -24,6 +24,14 @@ router = Router(auth=KeyAuth(), tags=["fetch"])
 
 @router.get("", response={200: FetchEnvelope, **FETCH_ERRORS}, summary="Fetch one URL now")
 def fetch_get(request: HttpRequest, query: Query[FetchQuery]) -> dict[str, Any]:
+    in_body = sorted(BODY_ONLY & set(request.GET))
+    if in_body:
+        raise Refused(
+            Refusal.INVALID_REQUEST,
+            f"{in_body[0]} is not taken in a query",
+            f'Send {in_body[0]} in the JSON body of POST /v1/fetch: {{"url": ..., "options": '
+            f'{{"render": true, "{in_body[0]}": [...]}}}}, or in a batch target.',
+        )
     unknown = sorted(set(request.GET) - set(FetchQuery.model_fields))
     if unknown:
         raise Refused(

@@ -172,6 +172,10 @@ class TargetIn(Schema):
     options: Annotated[Any, WithJsonSchema(options_schema())] = None
 
 
+# Options that are lists (actions) are taken in a JSON body only: POST /v1/fetch, a batch, MCP.
+BODY_ONLY = frozenset(name for name, schema in option_schemas().items() if schema.get("type") == "array")
+
+
 def _query_parameter(name: str, schema: dict[str, Any]) -> Any:
     """An option as a query parameter: read as a string, a boolean or an integer, checked by
     ``TargetOptions``; its schema made when the document is (``max_chars`` follows the settings)."""
@@ -186,7 +190,11 @@ _FetchQueryFields: type[Schema] = create_model(
     "FetchQuery",
     __base__=Schema,
     url=(Annotated[str, WithJsonSchema(url_schema())], ...),
-    **{name: _query_parameter(name, schema) for name, schema in option_schemas().items()},
+    **{
+        name: _query_parameter(name, schema)
+        for name, schema in option_schemas().items()
+        if name not in BODY_ONLY
+    },
 )
 
 
@@ -211,6 +219,16 @@ class RenderCutOut(Schema):
         "(SIFT_RENDER_SUBREQUESTS); bytes: their bodies outgrew SIFT_RENDER_SUBREQUEST_BYTES.",
     )
     refused: int = Field(..., description="The page's requests refused in the browser by those bounds.")
+
+
+class ScreenshotOut(Schema):
+    """A picture of the rendered page (docs/rendering.md, "Screenshots")."""
+
+    kind: Literal["viewport", "full"]
+    type: Literal["image/png", "image/jpeg"]
+    width: int
+    height: int = Field(..., description="In CSS pixels; a full page is cut at 16,384.")
+    data: str = Field(..., description="The image, base64.")
 
 
 class FetchEnvelope(Schema):
@@ -249,6 +267,17 @@ class FetchEnvelope(Schema):
         description="Present when the render was cut: the page asked more of the network than a "
         "render may (its other requests were refused, and it was read as it then was); the text "
         "may lack what those requests would have brought. A cut render is not cached.",
+    )
+    consent_handled: Literal["rejected", "accepted", "removed"] | None = Field(
+        None,
+        description="A rendered page: what was done to its cookie-consent banner or wall (rejected, "
+        "accepted only when consent accept asked it, removed when it offered no reject or was no "
+        "known platform's); null when there was none, or with consent leave.",
+    )
+    screenshot: ScreenshotOut | None = PydanticField(
+        None,
+        exclude_if=lambda picture: picture is None,
+        description="With screenshot: the rendered page's picture; absent otherwise.",
     )
     hidden_chars: int | None = Field(
         None,

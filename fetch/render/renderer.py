@@ -27,6 +27,7 @@ from capacity.slots import SlotTable
 from fetch import client, gate, limits
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
+from fetch.options import TargetOptions
 from fetch.outcomes import Outcome, RetryAfter
 from fetch.render.server_process import ABANDON_SECONDS, START_SECONDS, RenderCrashed, connect, stop_server
 from fetch.render.subrequests import Subrequests, content_type
@@ -77,15 +78,36 @@ def render_slot(caller: str) -> AbstractContextManager[int]:
 
 
 @dataclass(frozen=True)
-class Rendered:
-    """A page's DOM after its scripts ran, and what the subrequest bounds refused (None: nothing)."""
+class Screenshot:
+    kind: str  # viewport or full
+    media_type: str
+    width: int
+    height: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """The DOM after the page's scripts ran and a person's work on it (docs/rendering.md), what
+    was done to its consent banner (``rejected``, ``accepted``, ``removed`` or None) and the
+    picture asked for; what the subrequest bounds refused."""
 
     html: str
-    cut: dict[str, Any] | None = None
+    consent: str | None = None
+    screenshot: Screenshot | None = None
+    cut: dict[str, Any] | None = None  # what the subrequest bounds refused (None: nothing)
 
 
-def render(document: client.Download) -> Rendered:
-    """The DOM of ``document`` after its scripts ran; ``RenderCrashed`` if the browser died.
+def browser_work(options: TargetOptions) -> dict[str, Any]:
+    """What the render process is asked to do on the page beside reading it (a stored target's
+    steps are plain dicts: ``Target.from_stored``)."""
+    steps = [step if isinstance(step, dict) else step.model_dump() for step in options.actions or ()]
+    return {"consent": options.consent, "actions": steps, "screenshot": options.screenshot}
+
+
+def render(document: client.Download, options: TargetOptions | None = None) -> Rendering:
+    """``document`` rendered: its scripts run, then ``options``' consent, actions and screenshot
+    (``browser_work``); ``RenderCrashed`` if the browser died.
 
     It ends within ``START_SECONDS`` (reaching a render process, started if need be, and its
     browser ready), ``SIFT_RENDER_TIMEOUT`` (the render) and, past either, the stop of the render
@@ -102,12 +124,12 @@ def render(document: client.Download) -> Rendered:
                 "url": document.final_url,
                 "content_type": content_type(document),
                 "timeout_ms": int(float(settings.SIFT_RENDER_TIMEOUT) * 1000),
+                **browser_work(options or TargetOptions()),
             },
             document.body,
         )
         conversation.listen()
-        html = conversation.run()
-        return Rendered(html, conversation.subrequests.cut())
+        return conversation.run()
     except FetchError as exc:
         timed_out = exc.outcome == Outcome.TIMEOUT
         if conversation.over_memory or (timed_out and not conversation.abandon()):
@@ -128,6 +150,7 @@ class _Conversation:
         self.subrequests = Subrequests(self._send_answer, lambda: self.deadline - time.monotonic())
         self.over_memory = False
         self.started = False
+        self.screenshot: Screenshot | None = None
 
     def listen(self) -> None:
         """The reader thread and a first fetch thread, started once the job is sent: their
@@ -157,7 +180,7 @@ class _Conversation:
             pass
         self.frames.put(None)
 
-    def run(self) -> str:
+    def run(self) -> Rendering:
         checked = 0.0
         while True:
             now = time.monotonic()
@@ -190,7 +213,15 @@ class _Conversation:
                 self.deadline = time.monotonic() + float(settings.SIFT_RENDER_TIMEOUT)
                 continue
             if header.get("html"):
-                return body.decode("utf-8")
+                return Rendering(
+                    body.decode("utf-8"), header.get("consent"), self.screenshot, self.subrequests.cut()
+                )
+            if header.get("screenshot"):
+                self.screenshot = Screenshot(
+                    header["screenshot"], header["type"], int(header["width"]), int(header["height"]), body
+                )
+                continue
+            _raise_refusal(header)
             if header.get("page_crashed"):
                 raise _out_of_memory("the page's tab crashed, out of its script heap")
             if "failed" in header:
@@ -224,6 +255,26 @@ class _Conversation:
         with suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
+
+
+def _raise_refusal(header: dict[str, Any]) -> None:
+    """A render that ended on the caller's request: a step that could not be done, a picture too
+    large. Never tried again."""
+    if "action_failed" in header:
+        index = int(header["action_failed"])
+        raise FetchError(
+            Outcome.ACTION_FAILED,
+            f"actions[{index}] failed: {header.get('reason', 'the step could not be done')}",
+            f"Step {index} (counted from 0) of actions could not be done on the rendered page: "
+            "check its CSS selector against the page, wait_for its element first, or leave it out.",
+            action=index,
+        )
+    if "too_large" in header:
+        raise FetchError(
+            Outcome.TOO_LONG,
+            f"the screenshot could not be made small enough: {header['too_large']}",
+            'Ask for screenshot "viewport" instead of "full".',
+        )
 
 
 def _read_frame(stream: Any) -> tuple[dict[str, Any], bytes] | None:

@@ -1,6 +1,7 @@
 """The browser side of rendering: one shared render process per machine (docs/rendering.md).
 
-It imports nothing of sift and no Django but ``tab.py`` (one render in its tab):
+It imports nothing of sift and no Django but ``tab.py`` (one render in its tab) and what a
+person does in it (``visit.py``, ``consent.py``, ``actions.py``, ``screenshot.py``):
 ``fetch/render/server_process.py`` starts it as a plain script with
 ``python -I``, an environment of ``PATH`` and Node's compile cache only and, where the platform
 allows, in a network namespace of its own (``unshare --user --map-root-user --net``: only a
@@ -20,9 +21,11 @@ seconds without one closes it and Playwright's driver, returning their memory.
 Frames, both ways: a JSON line, then ``size`` raw bytes when it has a ``size``.
 Server → client: ``{"pid", "line"}`` on connecting; ``{"started": true}`` once the browser and the
 page's context are ready; ``{"fetch": url, "id"}`` for each request of the page; last
-``{"html": true, "size"}`` with the DOM as UTF-8, or ``{"failed": reason, "page_crashed": bool}``.
-Client → server: the job ``{"chromium", "url", "content_type", "timeout_ms", "size"}`` with the
-document's bytes, then answers
+``{"screenshot": kind, "type", "width", "height", "size"}`` with the picture when one was asked,
+then ``{"html": true, "consent", "size"}`` with the DOM as UTF-8; or ``{"failed": reason,
+"page_crashed": bool}``, ``{"action_failed": index, "reason"}``, ``{"too_large": reason}``.
+Client → server: the job ``{"chromium", "url", "content_type", "timeout_ms", "consent",
+"actions", "screenshot", "size"}`` with the document's bytes, then answers
 ``{"id", "status", "content_type", "size"}`` or ``{"id", "refused": reason}``; or, past the
 render's deadline, ``{"abandon": true}``: the render is given up and its context closed, only
 its, and the server says ``{"abandoned": bool}`` (whether the context closed within
@@ -50,7 +53,10 @@ if not __package__:  # run as a script (``python -I``): its one sibling is found
 
 from playwright.async_api import Browser, Error, Playwright, async_playwright
 
+from fetch.render.actions import ActionFailed
+from fetch.render.screenshot import ScreenshotTooLarge
 from fetch.render.tab import Job, Tab, read_frame, write_frame
+from fetch.render.visit import Visited
 
 # Fail closed: a request that escaped interception (the page's, or the browser's own background
 # traffic) goes to a proxy whose name resolves nowhere: every host name maps to NOTFOUND, so no
@@ -158,11 +164,15 @@ class Server:
             await asyncio.wait({listening, rendering}, return_when=asyncio.FIRST_COMPLETED)
             if rendering.done():
                 listening.cancel()
-                html, failed = rendering.result()
-                if failed is None:
-                    write_frame(writer, {"html": True}, html.encode("utf-8"))
+                visited, failed = rendering.result()
+                if visited is not None:
+                    if visited.picture is not None:
+                        write_frame(writer, *visited.picture)
+                    write_frame(
+                        writer, {"html": True, "consent": visited.consent}, visited.html.encode("utf-8")
+                    )
                 else:
-                    write_frame(writer, failed)
+                    write_frame(writer, failed or {})
                 await writer.drain()
             else:  # the client went, or gave the render up at its deadline
                 rendering.cancel()
@@ -233,7 +243,7 @@ class Server:
 
     async def render(
         self, talk: Job, job: dict[str, Any], document: bytes, opened: list[Tab]
-    ) -> tuple[str, dict[str, Any] | None]:
+    ) -> tuple[Visited | None, dict[str, Any] | None]:
         tab: Tab | None = None
         try:
             tab = await self.tab(job["chromium"])
@@ -241,11 +251,15 @@ class Server:
             write_frame(talk.writer, {"started": True})  # the render's deadline starts now
             await talk.writer.drain()
             return await tab.render(talk, job, document), None
+        except ActionFailed as exc:
+            return None, {"action_failed": exc.index, "reason": exc.reason}
+        except ScreenshotTooLarge as exc:
+            return None, {"too_large": str(exc)}
         except Error as exc:
             reason = str(exc).splitlines()[0] if str(exc) else "the browser failed"
             tab_died = (tab is not None and bool(tab.crashed)) or "Page crashed" in reason
             alive = self.browser is not None and self.browser.is_connected()
-            return "", {"failed": reason, "page_crashed": tab_died and alive}
+            return None, {"failed": reason, "page_crashed": tab_died and alive}
         finally:
             if tab is not None:  # closed after the answer went out, not before (``tidy``)
                 self.finished.append(tab)

@@ -16,10 +16,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from playwright.async_api import Browser, Error, Page, Route, WebSocketRoute
+from playwright.async_api import Browser, Download, Error, Page, Request, Route, WebSocketRoute
 
-# Skipped for speed: they never change the text.
+from fetch.render import consent, visit
+
+# Skipped for speed: they never change the text (a render with a screenshot loads images and fonts).
 SKIPPED_TYPES = frozenset({"image", "media", "font"})
+PICTURED_TYPES = frozenset({"image", "font"})
 PAGE_COUNTED = frozenset({"fetch", "xhr"})
 # The page is ready when, after `load`, nothing it waits for is pending (a request, a body, a
 # script or stylesheet it added, a counted timer or animation frame), its DOM has not changed
@@ -116,14 +119,19 @@ class Tab:
         self.document = b""
         self.served = False
         self.crashed: list[bool] = []
+        # While a caller's actions run, what they would do and may not (fetch/render/actions.py).
+        self.acting = False
+        self.refusals: list[str] = []
 
     async def open(self) -> Tab:
         self.context = await self.browser.new_context(
             service_workers="block", accept_downloads=False, permissions=[]
         )
-        # Together (one round trip's wait, not three), and all in place before the page exists.
+        # Together (one round trip's wait, not four), and all in place before the page exists; the
+        # consent library's script where it is installed (fetch/render/consent.py).
+        scripts = (READY_SCRIPT, consent.init_script())
         await asyncio.gather(
-            self.context.add_init_script(READY_SCRIPT),
+            *(self.context.add_init_script(script) for script in scripts if script is not None),
             self.context.route("**/*", self.handle),
             self.context.route_web_socket("**/*", refuse_socket),
         )
@@ -132,6 +140,7 @@ class Tab:
         self.context.on("page", self.close_popup)
         self.page.on("dialog", lambda dialog: dialog.dismiss())
         self.page.on("crash", lambda _: self.crashed.append(True))
+        self.page.on("download", self.refuse_download)
         return self
 
     def usable(self) -> bool:
@@ -139,18 +148,31 @@ class Tab:
 
     async def close_popup(self, popup: Page) -> None:
         if popup != self.page:
+            self.refused("open a window")
             await popup.close()
+
+    async def refuse_download(self, download: Download) -> None:
+        self.refused("download a file")
+        await download.cancel()
+
+    def refused(self, what: str) -> None:
+        if self.acting:
+            self.refusals.append(what)
 
     async def handle(self, route: Route) -> None:
         request, talk = route.request, self.talk
         if talk is None:
             await route.abort("blockedbyclient")
             return
+        if self.acting and request.is_navigation_request() and (leaving := self.leaving(request)):
+            self.refused(leaving)
+            await route.abort("blockedbyclient")
+            return
         if not self.served and request.url == self.job["url"] and request.is_navigation_request():
             self.served = True
             await route.fulfill(status=200, content_type=self.job["content_type"], body=self.document)
             return
-        if request.method != "GET" or request.resource_type in SKIPPED_TYPES:
+        if request.method != "GET" or self.skipped(request.resource_type):
             await route.abort("blockedbyclient")
             return
         # The page counts its own fetch() and XHR (READY_SCRIPT), and knows which of them poll.
@@ -167,12 +189,36 @@ class Tab:
                 talk.pending -= 1
                 talk.last_change = asyncio.get_running_loop().time()
 
-    async def render(self, talk: Job, job: dict[str, Any], document: bytes) -> str:
-        """The page's DOM once it is ready, hidden marks set; the tab serves no other render."""
+    async def render(self, talk: Job, job: dict[str, Any], document: bytes) -> visit.Visited:
+        """The page's DOM once it is ready and a person's work on it done (``visit.finish``),
+        hidden marks set; the tab serves no other render."""
         self.talk, self.job, self.document = talk, job, document
         # The client ends the render at its deadline; this bound only keeps a lost one from staying.
         await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"] + 5000)
-        html = await settle(self.page, talk)
+        return await visit.finish(self, await settle(self.page, talk))
+
+    def leaving(self, request: Request) -> str | None:
+        """What a navigation would do that a caller's step may not: the page's own top frame going
+        elsewhere, or a new window's (whose frame Playwright does not know yet) first page."""
+        try:
+            frame = request.frame
+        except Error:
+            return "open a window"
+        if frame == self.page.main_frame:
+            return "take the page elsewhere"
+        return "open a window" if frame.parent_frame is None else None
+
+    def skipped(self, resource_type: str) -> bool:
+        pictured = bool(self.job.get("screenshot")) and resource_type in PICTURED_TYPES
+        return resource_type in SKIPPED_TYPES and not pictured
+
+    async def settled(self) -> str | None:
+        """The page settled again (after a person's step): ``settle``'s DOM, or None."""
+        assert self.talk is not None
+        return await settle(self.page, self.talk)
+
+    async def read(self, html: str | None) -> str:
+        """The DOM as the last settle read it, else read now."""
         if html is None:
             html = await self.page.evaluate(READ_DOM)
         return html if isinstance(html, str) else await self.page.content()
