@@ -149,6 +149,20 @@ class TargetOptions(OptionSet):
         description="Obey the site's robots.txt for the product token sift: a disallowed URL is "
         "refused blocked.",
     )
+    # Page facts (fetch.html.facts): what an HTML page declares about itself, beside its text.
+    structured: bool = Field(
+        default=False,
+        description="On an HTML page: add structured_data (every JSON-LD, microdata, RDFa and "
+        "OpenGraph item the page declares, with its syntax and type), structured_errors, "
+        "structured_truncated, and product (name, brand, sku, price, currency, availability, rating, "
+        "review_count) when the page is about one product. Never part of content.",
+    )
+    tables: bool = Field(
+        default=False,
+        description="On an HTML page: add tables, each data table of the main content as "
+        "{caption, headers, rows, start} (spanned cells repeated, layout tables left out, start its "
+        "offset in the whole text), the same cells as the Markdown table in content.",
+    )
 
     max_chars: int | None = Field(
         default=None,
@@ -215,6 +229,18 @@ class TargetOptions(OptionSet):
                 narrowing,
                 f"offset reads the whole text, and {narrowing} narrows it",
                 f"Leave {narrowing} out to read from an offset (a span's start), or leave offset out.",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _facts_of_a_read_page(self) -> TargetOptions:
+        """Page facts come from a page that is read: never with mode raw, which serves it as is."""
+        asked = "structured" if self.structured else "tables" if self.tables else None
+        if asked is not None and self.mode == "raw":
+            raise InvalidTarget(
+                asked,
+                f"{asked} reads the page, and mode raw serves it as is",
+                f'Leave {asked} out, or fetch with mode "markdown" or "text".',
             )
         return self
 
