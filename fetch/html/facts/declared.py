@@ -12,7 +12,7 @@ from typing import Any
 
 import lxml.html
 
-from fetch.html.facts import meta_tags, metadata
+from fetch.html.facts import meta_tags, metadata, values
 from fetch.html.facts.jsonld import json_ld_items, pruned, types_of
 from fetch.html.facts.microdata import markup_items
 from fetch.html.facts.product import product_facts
@@ -57,7 +57,7 @@ def _within_budget(declared: list[tuple[str, dict[str, Any]]]) -> tuple[list[dic
     items: list[dict[str, Any]] = []
     used = 0
     for syntax, data in declared:
-        types = types_of(data) if syntax != "opengraph" else [str(data.get("og:type") or "")]
+        types = types_of(data) if syntax != "opengraph" else [str(values.first(data.get("og:type")) or "")]
         item = {"syntax": syntax, "type": types[0] if types and types[0] else None, "data": pruned(data, 0)}
         used += len(json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass")) + 1
         if used > MAX_STRUCTURED_BYTES:

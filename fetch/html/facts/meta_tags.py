@@ -89,7 +89,7 @@ _READERS = {
     "modified": lambda value, base: values.iso_date(value),
     "language": lambda value, base: values.language(value),
     "site_name": lambda value, base: values.text(value, values.NAME_CHARS),
-    "canonical_url": values.url,
+    "canonical_url": values.page_url,
     "image": values.url,
     "type": lambda value, base: values.text(value, values.NAME_CHARS),
 }

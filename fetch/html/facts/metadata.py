@@ -17,6 +17,7 @@ from fetch.html.facts import values
 from fetch.html.facts.jsonld import types_of
 from fetch.html.facts.meta_tags import read_field
 
+MAX_VALUES = 20
 FIELDS = (
     "title", "description", "authors", "published", "modified", "language", "site_name",
     "canonical_url", "image", "type",
@@ -29,7 +30,7 @@ _THINGS = frozenset({
     "Product", "ProductGroup", "IndividualProduct", "Recipe", "Event", "VideoObject", "Course",
     "JobPosting", "Book", "Movie", "MusicRecording", "PodcastEpisode", "SoftwareApplication",
     "Dataset", "HowTo", "QAPage", "Question", "DiscussionForumPosting", "SocialMediaPosting",
-    "Periodical", "CreativeWork", "Place", "LocalBusiness", "Restaurant", "Hotel", "Offer",
+    "Periodical", "CreativeWork",
 })  # fmt: skip
 _PAGES = frozenset({
     "WebPage", "ItemPage", "AboutPage", "CollectionPage", "ProfilePage", "ContactPage", "FAQPage",
@@ -68,21 +69,30 @@ def _rank(types: list[str]) -> int:
 
 
 def from_items(items: list[dict[str, Any]], base: str) -> dict[str, Any]:
-    """Each metadata field the items give: the main entity's, and the site's name."""
+    """Each metadata field the items give: the main entity's, and the site's name. A value that
+    only names another item of the page (``{"@id": "#primaryimage"}``) is read as that item."""
     main = main_entity(items)
     found: dict[str, Any] = {}
+    named = {item["@id"]: item for item in items if isinstance(item.get("@id"), str)}
+
+    def get(name: str) -> Any:
+        value = main.get(name) if main is not None else None
+        listed = value if isinstance(value, list) else [value]
+        resolved = [_resolved(part, named) for part in listed[:MAX_VALUES]]
+        return resolved if isinstance(value, list) else resolved[0]
+
     if main is not None:
-        publisher = values.first(main.get("publisher"))
+        publisher = values.first(get("publisher"))
         candidates: dict[str, list[Any]] = {
             "title": [main.get("headline"), main.get("name")],
             "description": [main.get("description")],
-            "authors": _as_list(main.get("author")) + _as_list(main.get("creator")),
+            "authors": _as_list(get("author")) + _as_list(get("creator")),
             "published": [main.get("datePublished"), main.get("dateCreated"), main.get("uploadDate")],
             "modified": [main.get("dateModified")],
             "language": [main.get("inLanguage")],
             "site_name": [values.name_of(publisher)],
             "canonical_url": [main.get("url"), main.get("mainEntityOfPage")],
-            "image": [main.get("image"), main.get("thumbnailUrl")],
+            "image": [get("image"), main.get("thumbnailUrl")],
             "type": types_of(main)[:1],
         }
         for field, listed in candidates.items():
@@ -94,6 +104,12 @@ def from_items(items: list[dict[str, Any]], base: str) -> dict[str, Any]:
     if site_name:
         found["site_name"] = site_name
     return found
+
+
+def _resolved(value: Any, named: dict[str, dict[str, Any]]) -> Any:
+    if isinstance(value, dict) and set(value) == {"@id"}:
+        return named.get(str(value["@id"]), value)
+    return value
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -24,6 +24,7 @@ EARLIEST_YEAR = 1900
 _SPACES = re.compile(r"\s+")
 _TAG = re.compile(r"<[^<>]{0,500}>")
 _LANGUAGE = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8}){0,6}$")
+_SCHEMA_ORG = re.compile(r"^(?:https?://(?:www\.)?schema\.org/|schema:)", re.IGNORECASE)
 _CURRENCY = re.compile(r"^[A-Za-z]{3}$")
 _NUMBER = re.compile(r"-?\d[\d.,\s]*")
 # Written dates that are not ISO 8601, tried in turn (English month names only).
@@ -85,12 +86,11 @@ def names(value: Any) -> list[str]:
 
 
 def url(value: Any, base: str) -> str | None:
-    """An absolute http(s) URL read against ``base``: a string, or an object's ``url``,
-    ``contentUrl`` or ``@id``; None for anything else."""
+    """An absolute http(s) URL read against ``base``: a string, or an object's ``url`` or
+    ``contentUrl``; None for anything else."""
     value = first(value)
     if isinstance(value, dict):
-        value = value.get("url") or value.get("contentUrl") or value.get("@id")
-        value = first(value)
+        value = first(value.get("url") or value.get("contentUrl"))
     if not isinstance(value, str):
         return None
     candidate = value.strip()
@@ -104,6 +104,16 @@ def url(value: Any, base: str) -> str | None:
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         return None
     return absolute
+
+
+def page_url(value: Any, base: str) -> str | None:
+    """A URL that names a page: ``url`` without its fragment, and an object's ``@id`` too (a
+    JSON-LD ``mainEntityOfPage``)."""
+    value = first(value)
+    if isinstance(value, dict):
+        value = first(value.get("url") or value.get("@id"))
+    found = url(value, base)
+    return found.split("#", 1)[0] if found else None
 
 
 def iso_date(value: Any) -> str | None:
@@ -194,7 +204,4 @@ def currency(value: Any) -> str | None:
 def short_type(value: str) -> str:
     """A schema.org type or property without its vocabulary (``https://schema.org/Product`` →
     ``Product``, ``schema:name`` → ``name``); other IRIs as they are."""
-    for prefix in ("http://schema.org/", "https://schema.org/", "schema:", "http://www.schema.org/"):
-        if value.startswith(prefix):
-            return value[len(prefix) :]
-    return value
+    return _SCHEMA_ORG.sub("", value, count=1)
