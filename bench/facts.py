@@ -36,6 +36,7 @@ import trafilatura
 
 from bench import data
 from fetch.html.facts.declared import declared_facts
+from fetch.html.facts.elements import gather
 from fetch.html.facts.jsonld import json_ld_items
 from fetch.html.main_content import html_text
 
@@ -93,7 +94,7 @@ def measure(folder: Path, tallies: dict[str, Tally]) -> None:
         if tree is None:
             continue
         kind, url, body = item["page_type"], item["url"], item["articleBody"]
-        json_ld, _ = json_ld_items(tree)
+        json_ld, _ = json_ld_items(gather(tree).script)
         facts = declared_facts(tree, url, structured=True)
         meta = facts["metadata"]
         theirs = htmldate.find_date(tree, url=url, original_date=True)
@@ -116,11 +117,11 @@ def measure(folder: Path, tallies: dict[str, Tally]) -> None:
                 }
             )
         if kind == "product":
-            _product(tallies["product"], facts, json_ld, raw, url, body)
+            _product(tallies["product"], facts, json_ld, raw, url=url, body=body)
 
 
 def _product(
-    tally: Tally, facts: dict[str, Any], json_ld: list[dict[str, Any]], raw: bytes, url: str, body: str
+    tally: Tally, facts: dict[str, Any], json_ld: list[dict[str, Any]], raw: bytes, *, url: str, body: str
 ) -> None:
     product = facts.get("product") or {}
     price = product.get("price")
@@ -161,20 +162,24 @@ def report(tallies: dict[str, Tally]) -> None:
                 print(
                     f"  published, {group} ({counts[f'{group}: pages']}): sift dates "
                     f"{share(counts, f'{group}: ours dated', f'{group}: pages')}, htmldate "
-                    f"{share(counts, f'{group}: htmldate dated', f'{group}: pages')}; same day where both date "
+                    f"{share(counts, f'{group}: htmldate dated', f'{group}: pages')}; "
+                    "same day where both date "
                     f"{share(counts, f'{group}: same day', f'{group}: both dated')}"
                 )
         print(
-            f"  title names the visible headline: metadata {share(counts, 'metadata.title names it', 'headline')}, "
+            "  title names the visible headline: metadata "
+            f"{share(counts, 'metadata.title names it', 'headline')}, "
             f"envelope {share(counts, 'envelope title names it', 'headline')}"
         )
         if counts.get("price") is not None and kind == "product":
             print(
-                f"  product facts {share(counts, 'product facts', 'pages')}, price {share(counts, 'price', 'pages')}, "
+                f"  product facts {share(counts, 'product facts', 'pages')}, "
+                f"price {share(counts, 'price', 'pages')}, "
                 f"price in labelled main content {share(counts, 'price in main content', 'price')}"
             )
             print(
-                f"  JSON-LD description ({counts.get('JSON-LD description', 0)} pages): in labelled main content "
+                f"  JSON-LD description ({counts.get('JSON-LD description', 0)} pages): "
+                "in labelled main content "
                 f"{share(counts, 'description in main content', 'JSON-LD description')}, in sift's content "
                 f"{share(counts, 'description in sift content', 'JSON-LD description')}"
             )

@@ -60,7 +60,7 @@ def read_all(corpus: list[tuple[str, str]], variant: str) -> float:
     options = VARIANTS[variant]
     declared = reader.declared_facts
     if variant == "no metadata":
-        reader.declared_facts = _nothing_declared  # type: ignore[assignment]
+        reader.declared_facts = _nothing_declared
     try:
         started = time.process_time()
         for markup, url in corpus:
@@ -75,7 +75,7 @@ def read_all(corpus: list[tuple[str, str]], variant: str) -> float:
             )
         return time.process_time() - started
     finally:
-        reader.declared_facts = declared  # type: ignore[assignment]
+        reader.declared_facts = declared
 
 
 def cpu(corpus: list[tuple[str, str]], rounds: int) -> None:
@@ -98,7 +98,7 @@ def child_figures(checkout: Path, page: bytes, url: str) -> tuple[float, int, in
     """Start time (s), resident memory once ready and high-water mark after one page read with
     structured and tables (kB) of ``checkout``'s sandbox child."""
     started = time.monotonic()
-    proc = subprocess.Popen(  # noqa: S603 — a checkout's own script, run by this interpreter
+    proc = subprocess.Popen(  # a checkout's own script, run by this interpreter
         [sys.executable, "-I", str(checkout / "fetch" / "sandbox" / "child.py"), str(CHILD_MEMORY)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -154,7 +154,8 @@ def children(corpus: list[tuple[str, str]], checkouts: dict[str, Path], times: i
         rss = statistics.median(run[1] for run in runs) / 1024
         peak = statistics.median(run[2] for run in runs) / 1024
         print(
-            f"  {name:10} ready in {ready:.2f} s, {rss:.1f} MiB once ready, {peak:.1f} MiB at most after the page"
+            f"  {name:10} ready in {ready:.2f} s, {rss:.1f} MiB once ready, "
+            f"{peak:.1f} MiB at most after the page"
         )
 
 

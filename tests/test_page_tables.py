@@ -106,3 +106,18 @@ def test_tables_are_capped_in_number():
 
 def test_without_tables_asked_none_are_answered():
     assert read(TEXT + SPECS).tables is None
+
+
+def test_a_table_labelled_by_its_first_column_has_no_header_row_and_loses_escapes():
+    labelled = (
+        "<table><tr><th>Brand</th><td>Martinsen</td></tr><tr><th>Daily value*</th><td>2 kg</td></tr>"
+        "<tr><th>Grill</th><td>Steel</td></tr></table>"
+    )
+    document = read(TEXT + labelled, tables=True)
+    assert document.tables is not None
+    assert document.tables[0]["headers"] == []
+    assert document.tables[0]["rows"] == [
+        ["Brand", "Martinsen"],
+        ["Daily value*", "2 kg"],
+        ["Grill", "Steel"],
+    ]

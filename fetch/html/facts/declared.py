@@ -13,6 +13,7 @@ from typing import Any
 import lxml.html
 
 from fetch.html.facts import meta_tags, metadata, values
+from fetch.html.facts.elements import gather
 from fetch.html.facts.jsonld import json_ld_items, pruned, types_of
 from fetch.html.facts.microdata import markup_items
 from fetch.html.facts.product import product_facts
@@ -24,25 +25,25 @@ MAX_STRUCTURED_BYTES = 256 << 10
 def declared_facts(tree: lxml.html.HtmlElement, url: str, *, structured: bool) -> dict[str, Any]:
     """``metadata`` of the page at ``url`` (the base of its relative URLs), and with
     ``structured`` its items, product, malformed blocks and truncation."""
-    json_ld, errors = json_ld_items(tree)
+    page = gather(tree)
+    json_ld, errors = json_ld_items(page.script)
     marked = markup_items(tree, url)
-    tags = meta_tags.meta_tags(tree)
+    tags = meta_tags.meta_tags(page.meta)
     in_markup = [item for _, item in marked]
+    declared = metadata.merged(
+        metadata.from_items(json_ld, url), metadata.from_items(in_markup, url), meta_tags.from_meta(tags, url)
+    )
+    wanted = set(metadata.FIELDS) - set(declared)
     facts: dict[str, Any] = {
-        "metadata": metadata.merged(
-            metadata.from_items(json_ld, url),
-            metadata.from_items(in_markup, url),
-            meta_tags.from_meta(tags, url),
-            meta_tags.from_markup(tree, url),
-        )
+        "metadata": metadata.merged(declared, meta_tags.from_markup(tree, page, url, wanted))
     }
     if not structured:
         return facts
-    declared = [("json-ld", item) for item in json_ld] + marked
+    listed = [("json-ld", item) for item in json_ld] + marked
     graph = meta_tags.opengraph(tags)
     if graph:
-        declared.append(("opengraph", graph))
-    items, truncated = _within_budget(declared)
+        listed.append(("opengraph", graph))
+    items, truncated = _within_budget(listed)
     facts["structured_data"] = items
     facts["structured_errors"] = errors
     facts["structured_truncated"] = truncated

@@ -25,18 +25,19 @@ MAX_ITEMS = 500
 # receives the answer, recurses without bound.
 MAX_DEPTH = 24
 MAX_LIST_ITEMS = 200
-_SCRIPTS = "//script[contains(translate(@type, 'LDJSON', 'ldjson'), 'ld+json')]"
 # What pages wrap their JSON in: an HTML comment, a CDATA section, a trailing semicolon.
 _WRAPPING = re.compile(r"^\s*(?:<!--|//\s*<!\[CDATA\[|<!\[CDATA\[)|(?:-->|//\s*\]\]>|\]\]>|;)\s*$")
 
 
-def json_ld_items(tree: lxml.html.HtmlElement) -> tuple[list[dict[str, Any]], int]:
-    """Every item of the page's JSON-LD blocks, in order (``@graph`` flattened), and how many
-    blocks were skipped as malformed or past the budget."""
+def json_ld_items(scripts: list[lxml.html.HtmlElement]) -> tuple[list[dict[str, Any]], int]:
+    """Every item of the JSON-LD blocks among a page's ``scripts``, in order (``@graph``
+    flattened), and how many blocks were skipped as malformed or past the budget."""
     items: list[dict[str, Any]] = []
     skipped = 0
     read = 0
-    for script in tree.xpath(_SCRIPTS):
+    for script in scripts:
+        if "ld+json" not in (script.get("type") or "").lower():
+            continue
         raw = script.text or ""
         read += len(raw)
         if read > MAX_JSON_LD_CHARS or len(items) >= MAX_ITEMS:

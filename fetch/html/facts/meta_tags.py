@@ -16,6 +16,7 @@ from typing import Any
 import lxml.html
 
 from fetch.html.facts import values
+from fetch.html.facts.elements import Elements
 
 MAX_TAGS = 2000
 MAX_VALUES_PER_NAME = 20
@@ -43,12 +44,14 @@ _META_FIELDS = {
 }  # fmt: skip
 
 
-def meta_tags(tree: lxml.html.HtmlElement) -> dict[str, list[str]]:
-    """Every ``<meta>`` tag's content by its lower-cased ``property``, ``name``, ``itemprop``-less
+def meta_tags(metas: list[lxml.html.HtmlElement]) -> dict[str, list[str]]:
+    """The content of each of ``metas`` by its lower-cased ``property``, ``name`` or
     ``http-equiv`` name, in order (the first ``MAX_TAGS`` tags)."""
     tags: dict[str, list[str]] = {}
-    for meta in tree.xpath("//meta[@content][@property or @name or @http-equiv]")[:MAX_TAGS]:
-        content = meta.get("content", "")
+    for meta in metas[:MAX_TAGS]:
+        content = meta.get("content")
+        if content is None:
+            continue
         for key in ("property", "name", "http-equiv"):
             names = (meta.get(key) or "").lower().split()
             for name in names[:3]:
@@ -95,30 +98,42 @@ _READERS = {
 }
 
 
-def from_markup(tree: lxml.html.HtmlElement, base: str) -> dict[str, Any]:
-    """What the page's own markup says: its ``<title>`` (else its first ``<h1>``), ``lang``,
-    canonical link, ``rel="author"`` links, ``<time pubdate>`` (else the first ``<time>`` of its
-    ``<article>``) and ``image_src`` link."""
-    candidates: dict[str, list[Any]] = {
-        "title": [tree.xpath("string(//title[1])"), tree.xpath("string(//h1[1])")],
-        "language": [tree.get("lang"), tree.get("{http://www.w3.org/XML/1998/namespace}lang")],
-        "canonical_url": _link(tree, "canonical"),
-        "authors": [_SPACES.sub(" ", str(a.text_content())) for a in tree.xpath("//a[@rel='author']")[:5]],
-        "published": tree.xpath("(//time[@pubdate]/@datetime | //article//time/@datetime)[1]"),
-        "image": _link(tree, "image_src"),
+def from_markup(tree: lxml.html.HtmlElement, page: Elements, base: str, wanted: set[str]) -> dict[str, Any]:
+    """What the page's own markup says of the ``wanted`` fields: its ``<title>`` (else its first
+    ``<h1>``), ``lang``, canonical link, ``rel="author"`` links, ``<time pubdate>`` (else the
+    first ``<time>`` of its ``<article>``) and ``image_src`` link. A field another source gave
+    is not looked for: each of the last three walks the page."""
+    titles = [
+        t for t in page.title if t.getparent() is not None and t.getparent().tag == "head"
+    ] or page.title
+    sources: dict[str, Any] = {
+        "title": lambda: [_text(titles[:1]), _text(page.h1[:1])],
+        "language": lambda: [tree.get("lang"), tree.get("{http://www.w3.org/XML/1998/namespace}lang")],
+        "canonical_url": lambda: _links(page, "canonical"),
+        "authors": lambda: [_text([a]) for a in tree.xpath("//a[@rel='author']")[:5]],
+        "published": lambda: tree.xpath("(//time[@pubdate]/@datetime | //article//time/@datetime)[1]"),
+        "image": lambda: _links(page, "image_src"),
     }
     found: dict[str, Any] = {}
-    for field, listed in candidates.items():
-        value = read_field(field, [str(c) for c in listed if c], base)
+    for field, candidates in sources.items():
+        if field not in wanted:
+            continue
+        value = read_field(field, [str(c) for c in candidates() if c], base)
         if value:
             found[field] = value
     return found
 
 
-def _link(tree: lxml.html.HtmlElement, rel: str) -> list[str]:
-    lowered = "translate(@rel, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')"
-    xpath = f"//link[contains(concat(' ', {lowered}, ' '), ' {rel} ')]/@href"
-    return [str(href) for href in tree.xpath(xpath)[:3]]
+def _text(elements: list[lxml.html.HtmlElement]) -> str:
+    return _SPACES.sub(" ", elements[0].text_content()[:2000]).strip() if elements else ""
+
+
+def _links(page: Elements, rel: str) -> list[str]:
+    return [
+        link.get("href", "")
+        for link in page.link
+        if rel in (link.get("rel") or "").lower().split() and link.get("href")
+    ][:3]
 
 
 def opengraph(tags: dict[str, list[str]]) -> dict[str, Any]:

@@ -8,9 +8,9 @@ nested item. RDFa Lite reads alike: ``typeof`` makes an item, ``property`` a pro
 is its ``content``, then ``resource``/``href``/``src``, then its text. schema.org names lose their
 vocabulary (``https://schema.org/Product`` is ``Product``); other vocabularies keep their IRIs.
 
-The walk is bounded: at most ``MAX_ITEMS`` items, ``MAX_NESTING`` levels of items, and each
-element is visited once per item that holds it, so a page of thousands of ``itemscope``\\ s costs
-a bounded, linear walk.
+The walk is bounded: at most ``MAX_ITEMS`` items, ``MAX_NESTING`` levels of items and
+``MAX_PROPERTIES`` properties; each property is given to its nearest item once, walking up from
+it, so a page of thousands of ``itemscope``\\ s costs a bounded walk.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from fetch.html.facts.values import URL_CHARS, short_type, url
 MAX_ITEMS = 500
 MAX_NESTING = 12
 MAX_VALUES = 50
+MAX_PROPERTIES = 5000
 TEXT_CHARS = 2000
 _SPACES = re.compile(r"\s+")
 _URL_VALUED = {
@@ -49,11 +50,19 @@ RDFA = Syntax("rdfa", "typeof", "property", "typeof")
 def markup_items(tree: lxml.html.HtmlElement, base: str) -> list[tuple[str, dict[str, Any]]]:
     """Every top-level microdata and RDFa item of the page, with its syntax's name, in order."""
     found: list[tuple[str, dict[str, Any]]] = []
+    scoped = tree.xpath("//*[@itemscope or @typeof]")  # one walk; most pages have none
+    if not scoped:
+        return found
     walk = _Walk(tree, base)
-    for syntax in (MICRODATA, RDFA):
-        # RDFa nests items without a property too: an item inside another is its outer item's.
-        outer = f"[not(ancestor::*[@{syntax.scope}])]" if syntax is RDFA else ""
-        for element in tree.xpath(f"//*[@{syntax.scope}][not(@{syntax.prop})]{outer}"):
+    microdata = [e for e in scoped if e.get("itemscope") is not None and e.get("itemprop") is None]
+    # RDFa nests items without a property too: an item inside another is its outer item's.
+    rdfa = (
+        tree.xpath("//*[@typeof][not(@property)][not(ancestor::*[@typeof])]")
+        if any(e.get("typeof") is not None for e in scoped)
+        else []
+    )
+    for syntax, elements in ((MICRODATA, microdata), (RDFA, rdfa)):
+        for element in elements:
             if walk.budget <= 0:
                 return found
             found.append((syntax.name, _item(element, syntax, walk, 0)))
@@ -68,6 +77,21 @@ class _Walk:
         self.base = base
         self.budget = MAX_ITEMS
         self._ids: dict[str, lxml.html.HtmlElement] | None = None
+        self._owned: dict[Syntax, dict[lxml.html.HtmlElement, list[lxml.html.HtmlElement]]] = {}
+
+    def owned(self, syntax: Syntax, element: lxml.html.HtmlElement) -> list[lxml.html.HtmlElement]:
+        """The property elements whose nearest item is ``element``, in document order: each of the
+        page's property elements (the first ``MAX_PROPERTIES``) is given to its nearest ancestor
+        that makes an item, found once, so the page is not walked in Python item by item."""
+        if syntax not in self._owned:
+            owners: dict[lxml.html.HtmlElement, list[lxml.html.HtmlElement]] = {}
+            for holder in self.tree.xpath(f"//*[@{syntax.prop}]")[:MAX_PROPERTIES]:
+                for ancestor in holder.iterancestors():
+                    if ancestor.get(syntax.scope) is not None:
+                        owners.setdefault(ancestor, []).append(holder)
+                        break
+            self._owned[syntax] = owners
+        return self._owned[syntax].get(element, [])
 
     def by_id(self, name: str) -> lxml.html.HtmlElement | None:
         if self._ids is None:
@@ -104,15 +128,15 @@ def _property_elements(
 ) -> list[lxml.html.HtmlElement]:
     """The elements whose properties belong to the item ``element``: those below it (and below
     the elements its ``itemref`` names) that no nested item holds, in document order."""
-    roots = [element]
+    found = list(walk.owned(syntax, element))
+    roots = []
     if syntax is MICRODATA:
         for ref in (element.get("itemref") or "").split()[:20]:
             referred = walk.by_id(ref)
             if referred is not None:
                 roots.append(referred)
-    found: list[lxml.html.HtmlElement] = []
-    for root in roots:
-        stack = list(reversed(list(root))) if root is element else [root]
+    for root in roots:  # the elements an itemref names, and those below them
+        stack = [root]
         while stack:
             node = stack.pop()
             if not isinstance(node.tag, str):

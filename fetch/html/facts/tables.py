@@ -45,6 +45,7 @@ _STRONG = re.compile(r"(\*\*|__)(.+?)\1")
 _EMPHASIS = re.compile(r"(?<![\w*])\*(\S(?:.*?\S)?)\*(?![\w*])")
 _CODE = re.compile(r"`([^`]*)`")
 _SPACES = re.compile(r"\s+")
+_ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>])")
 
 
 @dataclass(frozen=True)
@@ -77,11 +78,21 @@ def page_tables(tree: lxml.html.HtmlElement) -> list[PageTable]:
             PageTable(
                 caption_text or None,
                 _layout(table, cells),
-                table.find("thead") is not None or bool(cells and any(cell.tag == "th" for cell in cells[0])),
+                _headed(table, cells),
                 texts - {""} | {_key(caption_text)},
             )
         )
     return found
+
+
+def _headed(table: lxml.html.HtmlElement, cells: list[list[lxml.html.HtmlElement]]) -> bool:
+    """A ``<thead>``, or a first row all of ``<th>`` above one that is not (a table whose rows
+    each start with a ``<th>`` label is headed by its first column, not its first row)."""
+    if table.find("thead") is not None:
+        return True
+    if not cells or not cells[0] or any(cell.tag != "th" for cell in cells[0]):
+        return False
+    return len(cells) == 1 or any(cell.tag != "th" for cell in cells[1])
 
 
 def _layout(table: lxml.html.HtmlElement, cells: list[list[lxml.html.HtmlElement]]) -> bool:
@@ -201,13 +212,15 @@ def _rows(lines: list[str]) -> tuple[list[list[str]], list[int]]:
 
 def _plain(cell: str) -> str:
     """A cell's text without its Markdown marks."""
-    text = cell.strip().replace("\\|", "|")
+    text = cell.strip()
     if "](" in text:
         text = _LINK.sub(r"\1", _IMAGE.sub(r"\1", text))
     if "*" in text or "_" in text:
         text = _EMPHASIS.sub(r"\1", _STRONG.sub(r"\2", text))
     if "`" in text:
         text = _CODE.sub(r"\1", text)
+    if "\\" in text:
+        text = _ESCAPED.sub(r"\1", text)
     return text.strip()[:CELL_CHARS]
 
 

@@ -171,13 +171,9 @@ def language(value: Any) -> str | None:
 def number(value: Any) -> int | float | None:
     """A number, or a string holding one (``"1,299.00"``, ``"19,99 €"``); None otherwise."""
     value = first(value)
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return value if math.isfinite(value) and abs(value) < 1e15 else None
-    if not isinstance(value, str):
-        return None
-    match = _NUMBER.search(value[:100])
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _whole_if_whole(float(value))
+    match = _NUMBER.search(value[:100]) if isinstance(value, str) else None
     if not match:
         return None
     digits = match[0].replace(" ", "").strip(".,")
@@ -190,8 +186,13 @@ def number(value: Any) -> int | float | None:
         decimal = "." if dots == 1 else ""
     whole = "".join(c for c in digits if c.isdigit() or c == decimal).replace(",", ".")
     try:
-        read = float(whole)
+        return _whole_if_whole(float(whole))
     except ValueError:
+        return None
+
+
+def _whole_if_whole(read: float) -> int | float | None:
+    if not math.isfinite(read) or abs(read) >= 1e15:
         return None
     return int(read) if read.is_integer() else read
 
