@@ -3,11 +3,11 @@
 (its reader replaced by one that reads nothing), as served (metadata always), with
 ``structured: true`` and with ``tables: true``; and the sandbox child's start time and memory.
 
-Each round reads every page once in each variant, the variants' order turning from round to
-round; a variant's figure is the median over rounds of its CPU time (``time.process_time``) per
-page, so that a machine busy with other work moves every variant alike. ``--baseline DIR`` names
-another checkout (e.g. the main branch) whose child is started beside this one's, alternately,
-for the start time and memory figures.
+Each page is read in every variant in turn, the variants' order turning from page to page, and
+all of it ``--rounds`` times; a variant's figure is the sum over pages of each page's median CPU
+time (``time.process_time``), so that a machine busy with other work moves every variant alike.
+``--baseline DIR`` names another checkout (e.g. the main branch) whose child is started beside
+this one's, alternately, for the start time and memory figures.
 
     .venv/bin/python -m bench.facts_cost [--data DIR] [--rounds N] [--baseline DIR]
 """
@@ -55,43 +55,41 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def read_all(corpus: list[tuple[str, str]], variant: str) -> float:
-    """CPU seconds to read every page of ``corpus`` in ``variant``."""
+def read_one(markup: str, url: str, variant: str) -> float:
+    """CPU seconds to read one page in ``variant``."""
     options = VARIANTS[variant]
     declared = reader.declared_facts
     if variant == "no metadata":
         reader.declared_facts = _nothing_declared
     try:
         started = time.process_time()
-        for markup, url in corpus:
-            reader.read_page(
-                markup,
-                url=url,
-                markdown_mode=True,
-                images=False,
-                hidden_text="drop",
-                rendered=False,
-                **options,
-            )
+        reader.read_page(
+            markup, url=url, markdown_mode=True, images=False, hidden_text="drop", rendered=False, **options
+        )
         return time.process_time() - started
     finally:
         reader.declared_facts = declared
 
 
 def cpu(corpus: list[tuple[str, str]], rounds: int) -> None:
+    """Each page read in every variant in turn (the order turning from page to page), ``rounds``
+    times; a variant's figure is the sum over pages of the page's median."""
     names = list(VARIANTS)
-    seconds: dict[str, list[float]] = {name: [] for name in names}
-    read_all(corpus[:20], "metadata (as served)")  # warm imports and caches
+    seconds: dict[str, list[list[float]]] = {name: [[] for _ in corpus] for name in names}
+    for markup, url in corpus[:20]:  # warm imports and caches
+        read_one(markup, url, "metadata (as served)")
     for number in range(rounds):
-        order = names[number % len(names) :] + names[: number % len(names)]
-        for name in order:
-            seconds[name].append(read_all(corpus, name))
-        print(f"round {number + 1}: " + ", ".join(f"{n} {seconds[n][-1]:.1f}s" for n in names), flush=True)
-    base = statistics.median(seconds["no metadata"]) / len(corpus) * 1000
-    print(f"\nCPU ms per page, median of {rounds} alternating rounds over {len(corpus)} pages:")
+        for index, (markup, url) in enumerate(corpus):
+            turn = (number + index) % len(names)
+            for name in names[turn:] + names[:turn]:
+                seconds[name][index].append(read_one(markup, url, name))
+        print(f"round {number + 1} of {rounds} done", flush=True)
+    totals = {name: sum(statistics.median(runs) for runs in seconds[name]) for name in names}
+    base = totals["no metadata"] / len(corpus) * 1000
+    print(f"\nCPU ms per page, each page's median of {rounds} alternating runs, over {len(corpus)} pages:")
     for name in names:
-        per_page = statistics.median(seconds[name]) / len(corpus) * 1000
-        print(f"  {name:22} {per_page:7.1f} ms  ({(per_page / base - 1) * 100:+.1f}% on no metadata)")
+        per_page = totals[name] / len(corpus) * 1000
+        print(f"  {name:22} {per_page:7.2f} ms  ({(per_page / base - 1) * 100:+.1f}% on no metadata)")
 
 
 def child_figures(checkout: Path, page: bytes, url: str) -> tuple[float, int, int]:

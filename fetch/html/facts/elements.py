@@ -1,7 +1,7 @@
 """The elements of a page that declare something about it, met in one pass over the page.
 
 ``tree.iter`` with tag names walks the page in C and hands Python only the elements named, so
-the ``<meta>``, ``<link>``, ``<script>``, ``<title>`` and ``<h1>`` elements of a page cost one
+the ``<meta>``, ``<link>``, ``<script>``, ``<title>``, ``<h1>`` and ``<time>`` elements of a page cost one
 walk, where an XPath query for each would cost one walk each.
 """
 
@@ -13,7 +13,7 @@ import lxml.html
 
 # The most elements of one name kept from a page: a page of more declares nothing more.
 MAX_PER_TAG = 2000
-TAGS = ("meta", "link", "script", "title", "h1")
+TAGS = ("meta", "link", "script", "title", "h1", "time")
 
 
 @dataclass
@@ -23,6 +23,7 @@ class Elements:
     script: list[lxml.html.HtmlElement] = field(default_factory=list)
     title: list[lxml.html.HtmlElement] = field(default_factory=list)
     h1: list[lxml.html.HtmlElement] = field(default_factory=list)
+    time: list[lxml.html.HtmlElement] = field(default_factory=list)
 
 
 def gather(tree: lxml.html.HtmlElement) -> Elements:

@@ -111,7 +111,7 @@ def from_markup(tree: lxml.html.HtmlElement, page: Elements, base: str, wanted: 
         "language": lambda: [tree.get("lang"), tree.get("{http://www.w3.org/XML/1998/namespace}lang")],
         "canonical_url": lambda: _links(page, "canonical"),
         "authors": lambda: [_text([a]) for a in tree.xpath("//a[@rel='author']")[:5]],
-        "published": lambda: tree.xpath("(//time[@pubdate]/@datetime | //article//time/@datetime)[1]"),
+        "published": lambda: _published(page),
         "image": lambda: _links(page, "image_src"),
     }
     found: dict[str, Any] = {}
@@ -122,6 +122,14 @@ def from_markup(tree: lxml.html.HtmlElement, page: Elements, base: str, wanted: 
         if value:
             found[field] = value
     return found
+
+
+def _published(page: Elements) -> list[str]:
+    """The ``datetime`` of the first ``<time pubdate>``, else of the first ``<time>`` in an ``<article>``."""
+    dated = [t for t in page.time if t.get("datetime")]
+    marked = [t for t in dated if t.get("pubdate") is not None]
+    in_article = [t for t in dated[:50] if any(a.tag == "article" for a in t.iterancestors())]
+    return [t.get("datetime", "") for t in (marked or in_article)[:1]]
 
 
 def _text(elements: list[lxml.html.HtmlElement]) -> str:
