@@ -12,7 +12,8 @@ For each page of the WCXB sets named (``--sets``, default wcxb-dev and wcxb-trai
   the same words after case, punctuation and spacing, or one holding the other; beside it the
   envelope's ``title`` (og:title, else ``<title>``, else ``<h1>``), on the pages with a headline;
 - product pages: the share with a ``product.price``, and of those, the share whose price is
-  written in the page's labelled main content (WCXB's ``articleBody``) in one of its usual forms;
+  written in the page's labelled main content (WCXB's ``articleBody``) in one of its usual forms,
+  and in the page's visible text (its body's text outside scripts and styles);
 - product pages with a JSON-LD ``description``: the share whose description's words are mostly
   in the labelled main content, and the share whose words are mostly in sift's content (which
   never takes them from the JSON-LD), to say what a product page's content holds.
@@ -41,6 +42,9 @@ from fetch.html.facts.jsonld import json_ld_items
 from fetch.html.main_content import html_text
 
 _WORD = re.compile(r"\w+")
+_VISIBLE_TEXT = (
+    "//body//text()[not(ancestor::script or ancestor::style or ancestor::noscript or ancestor::template)]"
+)
 # The share of a description's words that must be in a text for the text to hold it.
 HOLDS = 0.6
 
@@ -117,17 +121,31 @@ def measure(folder: Path, tallies: dict[str, Tally]) -> None:
                 }
             )
         if kind == "product":
-            _product(tallies["product"], facts, json_ld, raw, url=url, body=body)
+            visible = " ".join(tree.xpath(_VISIBLE_TEXT))
+            _product(tallies["product"], facts, json_ld, raw, url=url, body=body, visible=visible)
 
 
 def _product(
-    tally: Tally, facts: dict[str, Any], json_ld: list[dict[str, Any]], raw: bytes, *, url: str, body: str
+    tally: Tally,
+    facts: dict[str, Any],
+    json_ld: list[dict[str, Any]],
+    raw: bytes,
+    *,
+    url: str,
+    body: str,
+    visible: str,
 ) -> None:
     product = facts.get("product") or {}
     price = product.get("price")
     tally.add(**{"product facts": bool(product), "price": price is not None})
     if price is not None:
-        tally.add(**{"price in main content": any(form in body for form in price_forms(float(price)))})
+        forms = price_forms(float(price))
+        tally.add(
+            **{
+                "price in main content": any(form in body for form in forms),
+                "price in visible text": any(form in visible for form in forms),
+            }
+        )
     described = next(
         (
             item["description"]
@@ -175,7 +193,8 @@ def report(tallies: dict[str, Tally]) -> None:
             print(
                 f"  product facts {share(counts, 'product facts', 'pages')}, "
                 f"price {share(counts, 'price', 'pages')}, "
-                f"price in labelled main content {share(counts, 'price in main content', 'price')}"
+                f"price in labelled main content {share(counts, 'price in main content', 'price')}, "
+                f"in the page's visible text {share(counts, 'price in visible text', 'price')}"
             )
             print(
                 f"  JSON-LD description ({counts.get('JSON-LD description', 0)} pages): "

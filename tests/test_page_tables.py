@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from fetch.answer import slices
 from fetch.extract import Extracted, extract
 from fetch.html.facts.tables import MAX_TABLES
-from fetch.targets import TargetOptions
+from fetch.targets import Target, TargetOptions
 
 URL = "https://data.example/report"
 TEXT = "".join(
@@ -121,3 +122,17 @@ def test_a_table_labelled_by_its_first_column_has_no_header_row_and_loses_escape
         ["Daily value*", "2 kg"],
         ["Grill", "Steel"],
     ]
+
+
+def test_a_slice_answers_the_tables_that_start_in_it_and_offsets_hold_across_slices(settings):
+    document = read(TEXT + PRICES + "<p>Between the two tables.</p>" + SPECS, tables=True)
+    assert document.tables is not None
+    prices, specs = document.tables
+    target = Target(URL, TargetOptions(tables=True, max_chars=specs["start"]))
+    first = slices.answer(document, target, slices.Start(), caller="agent")
+    assert [table["start"] for table in first["tables"]] == [prices["start"]]
+    rest = slices.answer(
+        document, target, slices.Start(specs["start"], document.content_sha256, exact=True), caller="agent"
+    )
+    assert rest["tables"] == [specs]
+    assert rest["content"].startswith("| Weight | 2 kg |")
