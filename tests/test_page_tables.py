@@ -24,7 +24,7 @@ PRICES = (
     '<tr><td colspan="2">Pear | special</td></tr>'
     '<tr><td><a href="/kiwi">Kiwi</a> <b>gold</b></td><td>3</td><td></td></tr></tbody></table>'
 )
-SPECS = "<table><tr><td>Weight</td><td>2 kg</td></tr><tr><td>Colour</td><td>Blue</td></tr></table>"
+SIZES = "<table><tr><td>Weight</td><td>2 kg</td></tr><tr><td>Colour</td><td>Blue</td></tr></table>"
 ONE_CELL_ROWS = (
     "<table><tr><td>A layout cell holding a line</td></tr><tr><td>Another layout cell</td></tr></table>"
 )
@@ -54,7 +54,7 @@ def markdown_rows(text: str) -> list[list[str]]:
 
 @pytest.mark.parametrize("mode", ["markdown", "text"])
 def test_spanned_cells_are_repeated_and_the_data_agrees_with_the_text(mode):
-    document = read(TEXT + PRICES + "<p>Between the two tables.</p>" + SPECS, tables=True, mode=mode)
+    document = read(TEXT + PRICES + "<p>Between the two tables.</p>" + SIZES, tables=True, mode=mode)
     assert document.tables is not None
     prices, specs = document.tables
     assert prices["caption"] == "Prices 2024"
@@ -80,14 +80,14 @@ def test_spanned_cells_are_repeated_and_the_data_agrees_with_the_text(mode):
 
 
 def test_layout_tables_are_left_out_and_so_is_text_that_only_looks_like_one():
-    body = TEXT + ONE_CELL_ROWS + PRESENTATION + "<p>| not | a | table |</p>" + SPECS
+    body = TEXT + ONE_CELL_ROWS + PRESENTATION + "<p>| not | a | table |</p>" + SIZES
     document = read(body, tables=True, mode="text")
     assert document.tables is not None
     assert [table["rows"] for table in document.tables] == [[["Weight", "2 kg"], ["Colour", "Blue"]]]
 
 
 def test_a_page_laid_out_in_a_table_keeps_the_data_table_inside_it():
-    body = f"<table><tr><td>{TEXT}{SPECS}</td><td>Side column</td></tr></table>"
+    body = f"<table><tr><td>{TEXT}{SIZES}</td><td>Side column</td></tr></table>"
     document = read(body, tables=True)
     assert document.tables is not None
     assert [table["rows"] for table in document.tables] == [[["Weight", "2 kg"], ["Colour", "Blue"]]]
@@ -106,7 +106,7 @@ def test_tables_are_capped_in_number():
 
 
 def test_without_tables_asked_none_are_answered():
-    assert read(TEXT + SPECS).tables is None
+    assert read(TEXT + SIZES).tables is None
 
 
 def test_a_table_labelled_by_its_first_column_has_no_header_row_and_loses_escapes():
@@ -125,7 +125,7 @@ def test_a_table_labelled_by_its_first_column_has_no_header_row_and_loses_escape
 
 
 def test_a_slice_answers_the_tables_that_start_in_it_and_offsets_hold_across_slices(settings):
-    document = read(TEXT + PRICES + "<p>Between the two tables.</p>" + SPECS, tables=True)
+    document = read(TEXT + PRICES + "<p>Between the two tables.</p>" + SIZES, tables=True)
     assert document.tables is not None
     prices, specs = document.tables
     target = Target(URL, TargetOptions(tables=True, max_chars=specs["start"]))
