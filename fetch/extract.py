@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -51,6 +52,9 @@ HTML_TIME_HINT = (
     'The page is too heavy to extract: fetch it with mode "raw" and narrow with grep, '
     "or look for a lighter version of it (a print view, a feed, an API)."
 )
+# The most an HTML page's facts (metadata, structured data, tables) take in the child's reply,
+# beside its text: fetch.html.facts caps each of them well below it.
+FACTS_MAX_BYTES = 4 << 20
 HTML_MEMORY_HINT = (
     'The page is too large to extract in memory: fetch it with mode "raw" and narrow with grep, '
     "or look for a smaller version of it (a print view, a feed, an API)."
@@ -84,14 +88,20 @@ class Extracted:
     hidden_kept: bool = False
     wordless: bool = False
     script_built: bool = False
+    # What an HTML page says about itself (fetch.html.facts): ``metadata`` always, the structured
+    # data and product when asked; its data tables when asked (with their place in the text).
+    facts: dict[str, Any] | None = None
+    tables: list[dict[str, Any]] | None = None
 
     def meta(self) -> dict[str, Any]:
         """``title`` always; ``lang``, ``canonical_url``, ``pages_total``, ``pages``,
-        ``matches``, ``passages`` and ``hidden_chars`` where they apply; ``hidden_kept`` when true."""
+        ``matches``, ``passages`` and ``hidden_chars`` where they apply; ``hidden_kept`` when true;
+        an HTML page's facts (``metadata``, and ``structured_data`` with the rest when asked)."""
         optional = ("lang", "canonical_url", "pages_total", "pages", "matches", "passages", "hidden_chars")
         fields = {name: getattr(self, name) for name in optional}
         kept = {"hidden_kept": True} if self.hidden_kept else {}
-        return {"title": self.title, **{k: v for k, v in fields.items() if v is not None}, **kept}
+        facts = self.facts or {}
+        return {"title": self.title, **{k: v for k, v in fields.items() if v is not None}, **kept, **facts}
 
 
 def extract(
@@ -224,6 +234,8 @@ def _read_html(
         "hidden": options.hidden,
         "rendered": rendered,
         "max_chars": budget,
+        "structured": options.structured,
+        "tables": options.tables,
     }
     reply, data = get_sandbox().run(
         "html",
@@ -234,7 +246,7 @@ def _read_html(
         subject="the HTML extractor",
         hint=HTML_TIME_HINT,
         memory_hint=HTML_MEMORY_HINT,
-        max_reply_bytes=budget * 4 + 1024,
+        max_reply_bytes=budget * 4 + 1024 + FACTS_MAX_BYTES,
     )
     if reply.get("error") == "too_long":
         # The extracted text cannot be read whole; the markup, which no parser hands back, can.
@@ -245,7 +257,11 @@ def _read_html(
         )
     title = clean_text(str(reply["title"])) if reply.get("title") else None
     lang, canonical_url = reply.get("lang"), reply.get("canonical_url")
-    content = clean_text(data.decode("utf-8", "replace"))
+    text = data.decode("utf-8", "replace")
+    at = int(reply["facts_at"])
+    # Cleaning keeps every offset: the child's text is UTF-8 already, without NUL or carriage return.
+    content, facts = clean_text(text[:at]), json.loads(text[at:])
+    tables = facts.pop("tables", None)
     return Extracted(
         content,
         "html",
@@ -257,6 +273,8 @@ def _read_html(
         hidden_kept=bool(reply.get("hidden_kept")),
         wordless=_WORD.search(content) is None,
         script_built=bool(reply.get("script_built")),
+        facts=facts,
+        tables=tables,
     )
 
 

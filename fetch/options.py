@@ -19,7 +19,6 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError, PydanticKnownError
 
-from fetch.limits import MAX_URL_CHARS
 from fetch.render.steps import MAX_STEPS, Action
 
 MAX_PATTERN_CHARS = 1000
@@ -172,6 +171,20 @@ class TargetOptions(OptionSet):
         description="Obey the site's robots.txt for the product token sift: a disallowed URL is "
         "refused blocked.",
     )
+    # Page facts (fetch.html.facts): what an HTML page declares about itself, beside its text.
+    structured: bool = Field(
+        default=False,
+        description="On an HTML page: add structured_data (every JSON-LD, microdata, RDFa and "
+        "OpenGraph item the page declares, with its syntax and type), structured_errors, "
+        "structured_truncated, and product (name, brand, sku, price, currency, availability, rating, "
+        "review_count) when the page is about one product. Never part of content.",
+    )
+    tables: bool = Field(
+        default=False,
+        description="On an HTML page: add tables, each data table of the main content as "
+        "{caption, headers, rows, start} (spanned cells repeated, layout tables left out, start its "
+        "offset in the whole text), the same cells as the Markdown table in content.",
+    )
 
     max_chars: int | None = Field(
         default=None,
@@ -256,6 +269,18 @@ class TargetOptions(OptionSet):
             )
         return self
 
+    @model_validator(mode="after")
+    def _facts_of_a_read_page(self) -> TargetOptions:
+        """Page facts come from a page that is read: never with mode raw, which serves it as is."""
+        asked = "structured" if self.structured else "tables" if self.tables else None
+        if asked is not None and self.mode == "raw":
+            raise InvalidTarget(
+                asked,
+                f"{asked} reads the page, and mode raw serves it as is",
+                f'Leave {asked} out, or fetch with mode "markdown" or "text".',
+            )
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         """The options that differ from their defaults, which is the canonical form."""
         return self.model_dump(exclude_defaults=True)
@@ -337,40 +362,6 @@ def _as_enum(branch: dict[str, Any]) -> dict[str, Any]:
     if "const" not in branch:
         return branch
     return {"type": branch["type"], "enum": [branch["const"]]}
-
-
-def nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def options_schema() -> dict[str, Any]:
-    """A target's ``options`` object as JSON Schema: null, or an object of known options, each nullable."""
-    properties = {name: nullable(schema) for name, schema in option_schemas().items()}
-    return nullable({"type": "object", "additionalProperties": False, "properties": properties})
-
-
-def url_schema() -> dict[str, Any]:
-    """A target's URL as JSON Schema: a necessary condition only (http or https, a host, no spaces
-    or control characters); ``fetch.targets.normalise_url`` says the rest."""
-    return {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": MAX_URL_CHARS,
-        "pattern": r"^[Hh][Tt][Tt][Pp][Ss]?://[^\x00-\x20\x7f]+$",
-        "description": "An absolute http:// or https:// URL without user name or password.",
-        "examples": ["https://example.org/article"],
-    }
-
-
-def target_schema() -> dict[str, Any]:
-    """One target as JSON Schema: a URL string, or ``{"url": ..., "options": {...}}``."""
-    target = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["url"],
-        "properties": {"url": url_schema(), "options": options_schema()},
-    }
-    return {"anyOf": [url_schema(), target]}
 
 
 def parse_pages(spec: str) -> tuple[PageRange, ...]:

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from doors.option_schemas import nullable, url_schema
 from doors.rest.schemas import BODY_ONLY
-from fetch.options import nullable, option_schemas, url_schema
+from fetch.options import option_schemas
 
 pytestmark = pytest.mark.django_db
 

@@ -105,6 +105,12 @@ def test_html_meta_carries_title_language_and_canonical_url() -> None:
         "lang": "en-GB",
         "canonical_url": "https://news.example/2024/lighthouse-reopens",
         "hidden_chars": 0,
+        # The same, in order of trust: og:title before <title> (tests/test_page_facts.py).
+        "metadata": {
+            "title": "Lighthouse reopens after restoration",
+            "language": "en-GB",
+            "canonical_url": "https://news.example/2024/lighthouse-reopens",
+        },
     }
 
 

@@ -331,6 +331,13 @@ def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_
     page_modules = [
         "html",
         "html.block_text",
+        "html.facts",
+        *(
+            f"html.facts.{name}"
+            for name in ("declared", "elements", "jsonld", "meta_tags", "metadata", "microdata", "product")
+        ),
+        "html.facts.tables",
+        "html.facts.values",
         "html.forest",
         "html.hidden",
         "html.line_cleanup",

@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batch.models import JOB_ID_PATTERN, MAX_DB_INT
 from doors.idempotency import MAX_LENGTH as MAX_KEY_LENGTH
+from doors.option_schemas import url_schema
 from doors.rest.schemas import SchemaFrom, targets_schema
 from fetch.discovery.map_options import map_option_schemas
 from fetch.limits import MAX_URL_CHARS
-from fetch.options import option_schemas, url_schema, without_null
+from fetch.options import option_schemas, without_null
 
 
 class ToolArguments(BaseModel):
@@ -98,7 +99,12 @@ def fetch_description() -> str:
         "one. With grep or question, spans give each match's offsets into the whole text, whose "
         "version is content_sha256: fetch with offset and version to read from one. A refusal "
         "(blocked address, site error, timeout, document_changed) is an error result with a code "
-        "and a hint saying what to do next. At most "
+        "and a hint saying what to do next. An HTML page's metadata (title, description, authors, "
+        "published, modified, language, site_name, canonical_url, image, type: what the page "
+        "declares, JSON-LD first) comes with it; structured: true adds every structured-data item "
+        "the page declares and, on a product page, product (price, currency, availability...); "
+        "tables: true adds the main content's data tables as rows of cells. None of it is "
+        "content: read it as what the page claims. At most "
         f"{settings.SIFT_FETCH_PER_CALLER} of your fetches run at once here; one more answers busy. "
         "For many URLs at once use batch_submit."
     )

@@ -12,8 +12,8 @@ from ninja import Field, Schema
 from pydantic import ConfigDict, WithJsonSchema, create_model
 from pydantic import Field as PydanticField
 
+from doors.option_schemas import nullable, url_schema
 from fetch.discovery.map_options import map_option_schemas
-from fetch.options import nullable, url_schema
 
 MapReason = Literal[
     "limit", "file_cap", "files", "bytes", "deadline", "loop", "nesting", "unreadable", "url_cap"

@@ -24,9 +24,10 @@ from pydantic import Field as PydanticField
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from doors.option_schemas import options_schema, target_schema, url_schema
 from fetch.cache import CacheState
 from fetch.limits import MAX_URL_CHARS
-from fetch.options import TargetOptions, option_schemas, options_schema, target_schema, url_schema
+from fetch.options import TargetOptions, option_schemas
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,60 @@ class ScreenshotOut(Schema):
     data: str = Field(..., description="The image, base64.")
 
 
+def _absent_when_none(value: Any) -> bool:
+    return value is None
+
+
+class MetadataOut(Schema):
+    """What an HTML page declares about itself; a field no source gives is absent. Sources in order
+    of trust: JSON-LD, microdata and RDFa, OpenGraph, Twitter and Dublin Core tags, the markup."""
+
+    title: str | None = PydanticField(None, exclude_if=_absent_when_none)
+    description: str | None = PydanticField(None, exclude_if=_absent_when_none)
+    authors: list[str] | None = PydanticField(None, exclude_if=_absent_when_none)
+    published: str | None = PydanticField(
+        None, exclude_if=_absent_when_none, description="ISO 8601: a date, or a date and time."
+    )
+    modified: str | None = PydanticField(None, exclude_if=_absent_when_none, description="ISO 8601.")
+    language: str | None = PydanticField(None, exclude_if=_absent_when_none, description="A BCP 47 tag.")
+    site_name: str | None = PydanticField(None, exclude_if=_absent_when_none)
+    canonical_url: str | None = PydanticField(None, exclude_if=_absent_when_none)
+    image: str | None = PydanticField(
+        None, exclude_if=_absent_when_none, description="An absolute http(s) URL."
+    )
+    type: str | None = PydanticField(
+        None, exclude_if=_absent_when_none, description="The main schema.org @type, else og:type."
+    )
+
+
+class StructuredItemOut(Schema):
+    syntax: str = Field(..., description="json-ld, microdata, rdfa or opengraph.")
+    type: str | None = Field(..., description="The item's (first) type, without its vocabulary.")
+    data: dict[str, Any] = Field(..., description="The item as the page declares it (JSON-LD-like).")
+
+
+class ProductOut(Schema):
+    """The product a page is about, as its structured data says; a fact it does not state is absent."""
+
+    name: str | None = PydanticField(None, exclude_if=_absent_when_none)
+    brand: str | None = PydanticField(None, exclude_if=_absent_when_none)
+    sku: str | None = PydanticField(None, exclude_if=_absent_when_none)
+    price: int | float | None = PydanticField(None, exclude_if=_absent_when_none)
+    currency: str | None = PydanticField(None, exclude_if=_absent_when_none, description="ISO 4217.")
+    availability: str | None = PydanticField(
+        None, exclude_if=_absent_when_none, description="schema.org's word: InStock, OutOfStock..."
+    )
+    rating: int | float | None = PydanticField(None, exclude_if=_absent_when_none)
+    review_count: int | None = PydanticField(None, exclude_if=_absent_when_none)
+
+
+class TableOut(Schema):
+    caption: str | None
+    headers: list[str] = Field(..., description="The header row; empty when the table has none.")
+    rows: list[list[str]] = Field(..., description="Every row as long as the widest, spans repeated.")
+    start: int = Field(..., description="The table's character offset in the whole text.")
+
+
 class FetchEnvelope(Schema):
     """The answer of ``/v1/fetch``; a batch result's ``meta`` is this without ``content``."""
 
@@ -310,4 +365,30 @@ class FetchEnvelope(Schema):
         None,
         description="With grep or question: each match and kept passage this slice shows, in order, "
         "as character offsets into the whole text (fetch with offset and version to read from one).",
+    )
+    metadata: MetadataOut | None = PydanticField(
+        None,
+        exclude_if=_absent_when_none,
+        description="An HTML page read in markdown or text mode: what it declares about itself.",
+    )
+    structured_data: list[StructuredItemOut] | None = PydanticField(
+        None, exclude_if=_absent_when_none, description="With structured: every item the page declares."
+    )
+    structured_errors: int | None = PydanticField(
+        None,
+        exclude_if=_absent_when_none,
+        description="With structured: JSON-LD blocks skipped as malformed.",
+    )
+    structured_truncated: bool | None = PydanticField(
+        None,
+        exclude_if=_absent_when_none,
+        description="With structured: true when items were left out past 256 KB of them.",
+    )
+    product: ProductOut | None = PydanticField(
+        None, exclude_if=_absent_when_none, description="With structured, on a page about one product."
+    )
+    tables: list[TableOut] | None = PydanticField(
+        None,
+        exclude_if=_absent_when_none,
+        description="With tables: the data tables of the main content that start in this slice.",
     )

@@ -27,9 +27,11 @@ from fetch.outcomes import Outcome
 from fetch.targets import Target
 
 CURSOR_SALT = "sift.fetch.cursor"
-# Options that say where to start, how much to answer, or how to reach the site: a cursor goes
-# on whatever they are. Every other option changes the text a cursor walks through.
-UNBOUND_OPTIONS = frozenset({"max_chars", "cursor", "offset", "version", "recover", "robots", "max_age"})
+# Options that say where to start, how much to answer, how to reach the site, or what facts come
+# beside the text: a cursor goes on whatever they are. Every other option changes the text.
+UNBOUND_OPTIONS = frozenset(
+    {"max_chars", "cursor", "offset", "version", "recover", "robots", "max_age", "structured", "tables"}
+)
 START_AGAIN = "Fetch the URL again without cursor to read it from the start."
 # Where a slice may end, best first: before a heading, after a blank line, after a line, after a space.
 _HEADING = re.compile(r"\n(?=#{1,6} )")
@@ -99,6 +101,11 @@ def answer(document: Extracted, target: Target, start: Start, *, caller: str) ->
     if end < len(text):
         place = {"o": end, "v": version, "b": _binding(target, caller)}
         fields["next_cursor"] = signing.dumps(place, salt=CURSOR_SALT)
+    if document.tables is not None:  # those that start in this slice; all of a narrowed text's
+        narrowed = document.spans is not None
+        fields["tables"] = [
+            table for table in document.tables if narrowed or start.offset <= table["start"] < end
+        ]
     if document.spans is not None:
         fields["spans"] = [
             {"start": span.start, "end": span.end, **({"page": span.page} if span.page is not None else {})}

@@ -18,12 +18,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Literal
+from typing import Any, Literal
 
 import lxml.html
 from lxml import etree
 
 from fetch.html import hidden, markdown
+from fetch.html.facts.declared import declared_facts
+from fetch.html.facts.tables import PageTable, content_tables, page_tables
 from fetch.html.main_content import HtmlText, html_text
 
 Hidden = Literal["drop", "keep"]
@@ -55,15 +57,30 @@ class PageReading:
     script_built: bool
     hidden_chars: int
     hidden_kept: bool
+    # What the page says about itself (fetch.html.facts): metadata, and what else was asked.
+    facts: dict[str, Any]
 
 
 def read_page(
-    markup: str, *, url: str, markdown_mode: bool, images: bool, hidden_text: Hidden, rendered: bool
+    markup: str,
+    *,
+    url: str,
+    markdown_mode: bool,
+    images: bool,
+    hidden_text: Hidden,
+    rendered: bool,
+    structured: bool = False,
+    tables: bool = False,
 ) -> PageReading:
-    """The main content of ``markup`` as the options ask; ``rendered`` when a browser left it."""
+    """The main content of ``markup`` as the options ask; ``rendered`` when a browser left it;
+    its facts (``structured``: its structured data too, ``tables``: its data tables)."""
     found: dict[str, int] = {}
+    facts: dict[str, Any] = {}
+    in_page: list[PageTable] = []
 
     def prepare(tree: lxml.html.HtmlElement, keep: bool) -> None:
+        if not facts:  # read as the page was served, before anything of it is dropped
+            facts.update(declared_facts(tree, url, structured=structured))
         if "script_built" not in found:
             found["script_built"] = int(not rendered and looks_script_built(tree))
         if found["script_built"]:
@@ -72,6 +89,8 @@ def read_page(
                 notice.drop_tree()
         found["hidden_chars"] = hidden.drop_hidden(tree, rendered=rendered, keep=keep)
         markdown.prepare(tree, url=url, markdown=markdown_mode, images=images)
+        if tables:  # after spanned cells were repeated, as the text will show them
+            in_page[:] = page_tables(tree)
 
     def read(keep: bool) -> HtmlText:
         return html_text(
@@ -86,7 +105,11 @@ def read_page(
             page, kept = revealed, True
     if markdown_mode:
         page = HtmlText(markdown.finish(page.content), page.title, page.lang, page.canonical_url)
-    return PageReading(page, bool(found.get("script_built")), found.get("hidden_chars", 0), kept)
+    if not facts:  # no page to read
+        facts.update(declared_facts(lxml.html.fromstring("<html></html>"), url, structured=structured))
+    if tables:
+        facts["tables"] = content_tables(page.content, in_page)
+    return PageReading(page, bool(found.get("script_built")), found.get("hidden_chars", 0), kept, facts)
 
 
 def has_words(text: str) -> bool:

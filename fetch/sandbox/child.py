@@ -271,7 +271,7 @@ def _fetch_module(stem: str) -> ModuleType:
 
 def html_page(header: dict[str, Any], payload: bytes) -> Reply:
     """Main content of an HTML page (UTF-8 payload), with its title, language and canonical URL,
-    what hidden text was dropped, and whether the page looks built by scripts."""
+    what hidden text was dropped, whether the page looks built by scripts, and its facts."""
     reading = _html_module().read_page(
         payload.decode("utf-8", "replace"),
         url=str(header["url"]),
@@ -279,6 +279,8 @@ def html_page(header: dict[str, Any], payload: bytes) -> Reply:
         images=bool(header.get("images")),
         hidden_text="keep" if header.get("hidden") == "keep" else "drop",
         rendered=bool(header.get("rendered")),
+        structured=bool(header.get("structured")),
+        tables=bool(header.get("tables")),
     )
     page = reading.page
     budget = int(header["max_chars"])
@@ -291,8 +293,9 @@ def html_page(header: dict[str, Any], payload: bytes) -> Reply:
         "script_built": reading.script_built,
         "hidden_chars": reading.hidden_chars,
         "hidden_kept": reading.hidden_kept,
+        "facts_at": len(page.content),  # the page's facts follow its text, as JSON
     }
-    return meta, page.content
+    return meta, page.content + json.dumps(reading.facts, ensure_ascii=False)
 
 
 def _ping(header: dict[str, Any], payload: bytes) -> Reply:
