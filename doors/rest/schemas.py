@@ -199,7 +199,16 @@ class SpanOut(Schema):
 
     start: int
     end: int
-    page: int | None = Field(None, description="The PDF page it starts on.")
+    page: int | None = Field(None, description="The PDF page (slide, sheet, chapter) it starts on.")
+
+
+class FeedEntry(Schema):
+    title: str
+    link: str
+    date: str = Field(
+        ..., description="ISO 8601 where the feed's date could be read; as the feed says otherwise."
+    )
+    summary: str
 
 
 class FetchEnvelope(Schema):
@@ -243,8 +252,15 @@ class FetchEnvelope(Schema):
         description="true when the page's only text is hidden (it shows it by script): it is "
         "answered all the same, rather than empty.",
     )
-    pages_total: int | None = None
-    pages: list[int] | None = None
+    pages_total: int | None = Field(
+        None, description="A paged document: how many pages (PDF), slides, sheets or chapters it has."
+    )
+    pages: list[int] | None = Field(None, description="The pages, slides, sheets or chapters answered.")
+    entries: list[FeedEntry] | None = Field(
+        None,
+        description="A feed (RSS, Atom): its entries in order, as the content lists them (at most 200, "
+        "each summary cut at 1,000 characters).",
+    )
     matches: int | None = None
     passages: list[dict[str, Any]] | None = None
     total_chars: int = Field(
