@@ -119,12 +119,14 @@ def extract(
     url: str,
     options: TargetOptions,
     rendered: bool = False,
+    name: str | None = None,
 ) -> Extracted:
     """Turn ``body`` into the content ``options`` ask for.
 
     ``declared_type`` is the upstream ``Content-Type`` (parameters allowed), ``charset`` its
     charset if known, ``url`` the final URL (for the canonical link and relative links),
-    ``rendered`` whether a browser made the body (hidden text is then what it marked). An HTML
+    ``rendered`` whether a browser made the body (hidden text is then what it marked), ``name``
+    the file's name where it is not the URL's path (an upload's: ``.csv`` says a table). An HTML
     page whose text holds no word comes back ``wordless`` (``refuse_empty`` says what to answer).
     Raises ``FetchError``:
     ``unsupported``, ``invalid_request`` (an option that does not fit this document, pages past
@@ -132,7 +134,7 @@ def extract(
     time), ``memory_limit`` (a parser out of memory).
     """
     charset = charset or declared_charset(declared_type)
-    kind = sniff_kind(body, declared_type, charset, name=urlsplit(url).path)
+    kind = sniff_kind(body, declared_type, charset, name=urlsplit(url).path if name is None else name)
     _check_options_fit(kind, options)
     document = _read(
         kind,

@@ -27,6 +27,7 @@ from pydantic_core import CoreSchema
 from fetch.cache import CacheState
 from fetch.limits import MAX_URL_CHARS
 from fetch.options import TargetOptions, option_schemas, options_schema, target_schema, url_schema
+from fetch.targets import SITE_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,26 @@ class FetchQuery(_FetchQueryFields):  # type: ignore[misc,valid-type]
     """``GET /v1/fetch``: the target's URL and options as query parameters."""
 
 
+# An upload's options, as query parameters: those of a fetch without the ones that need a site.
+_ReadQueryFields: type[Schema] = create_model(
+    "ReadQuery",
+    __base__=Schema,
+    name=(
+        str | None,
+        Field(None, max_length=255, description="The file's name (a .csv one is read as a table)."),
+    ),
+    **{
+        name: _query_parameter(name, schema)
+        for name, schema in option_schemas().items()
+        if name not in SITE_OPTIONS
+    },
+)
+
+
+class ReadQuery(_ReadQueryFields):  # type: ignore[misc,valid-type]
+    """``POST /v1/read``: the upload's options as query parameters."""
+
+
 class SpanOut(Schema):
     """Where a grep match or a question passage lies in the whole text (offsets in characters)."""
 
@@ -256,6 +277,7 @@ class FetchEnvelope(Schema):
         None, description="A paged document: how many pages (PDF), slides, sheets or chapters it has."
     )
     pages: list[int] | None = Field(None, description="The pages, slides, sheets or chapters answered.")
+    name: str | None = Field(None, description="An upload: the file's name, as sent.")
     entries: list[FeedEntry] | None = Field(
         None,
         description="A feed (RSS, Atom): its entries in order, as the content lists them (at most 200, "
