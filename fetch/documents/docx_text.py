@@ -4,16 +4,15 @@ paragraphs, bulleted and numbered list items, tables, links, bold and italic.
 The body is read one top-level element at a time (``archive.children_of``); the styles, the
 numbering and the relationships are read first, whole, since they are small. Fields' results,
 content controls and tracked insertions are read as text; deleted text is not. The sandbox child
-runs this: standard library and defusedxml only.
+runs this: standard library and lxml only.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from xml.etree.ElementTree import Element
 
-from fetch.documents.archive import Archive, children_of, parse, unreadable
+from fetch.documents.archive import Archive, Element, children_of, parse, unreadable
 from fetch.documents.blocks import Run, Writer, is_on
 from fetch.documents.ooxml import core_title, part_path, relationships
 

@@ -2,8 +2,8 @@
 the HTML reader's block writer (headings, lists, tables, links), headed by its number.
 
 A book whose chapters are encrypted (``META-INF/encryption.xml`` naming one of them: DRM) is
-``encrypted``; obfuscated fonts do not matter. The sandbox child runs this: standard library,
-defusedxml and lxml (its HTML parser, which loads no DTD and fetches nothing).
+``encrypted``; obfuscated fonts do not matter. The sandbox child runs this: standard library and
+lxml (its HTML parser, which loads no DTD and fetches nothing).
 """
 
 from __future__ import annotations

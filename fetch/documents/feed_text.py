@@ -1,7 +1,8 @@
 """A news feed (RSS 2.0, RSS 1.0, Atom) as its entries in order: title, link, date and summary,
 as Markdown and as a list for the envelope.
 
-The feed is parsed by defusedxml (entities and external references refused); a summary's HTML is
+The feed is parsed safely (``archive.parse``: a document type only without entities, nothing
+loaded or fetched); a summary's HTML is
 read by lxml's HTML parser for its text. The sandbox child runs this.
 """
 
@@ -12,12 +13,11 @@ import re
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import Any
-from xml.etree.ElementTree import Element
 
 import lxml.html
 from lxml import etree
 
-from fetch.documents.archive import parse, unreadable
+from fetch.documents.archive import Element, parse, unreadable
 from fetch.documents.blocks import Run, Writer
 
 ATOM = "{http://www.w3.org/2005/Atom}"

@@ -3,15 +3,14 @@ its cells a table (the first row its header).
 
 Rows are read one at a time and cleared, so a large sheet is never held whole; repeated rows and
 cells are written out only where they hold text, at most ``MAX_REPEAT`` times. The sandbox child
-runs this: standard library and defusedxml only.
+runs this: standard library and lxml only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from xml.etree.ElementTree import Element
 
-from fetch.documents.archive import Archive, elements
+from fetch.documents.archive import Archive, Element, elements
 from fetch.documents.blocks import Writer
 from fetch.documents.odf_text import MAX_REPEAT, OFFICE, TABLE, Styles, meta_title, row_cells
 

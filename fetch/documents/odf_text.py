@@ -3,15 +3,14 @@ paragraphs, lists (numbered where their style numbers them), tables, links, bold
 presentation's slides as parts headed by number and title, with their notes.
 
 A text's body is read one top-level element at a time (``archive.children_of``). The sandbox
-child runs this: standard library and defusedxml only. Spreadsheets: ``odf_sheets``.
+child runs this: standard library and lxml only. Spreadsheets: ``odf_sheets``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from xml.etree.ElementTree import Element
 
-from fetch.documents.archive import Archive, children_of, parse
+from fetch.documents.archive import Archive, Element, children_of, parse
 from fetch.documents.blocks import Run, Writer
 
 OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"

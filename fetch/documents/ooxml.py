@@ -1,7 +1,7 @@
 """What the Office Open XML formats share: a part's relationships, the main part of a package,
 its title, and which of DOCX, XLSX or PPTX a package is.
 
-The sandbox child runs this: standard library and defusedxml only.
+The sandbox child runs this: standard library and lxml only.
 """
 
 from __future__ import annotations

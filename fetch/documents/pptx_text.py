@@ -3,15 +3,14 @@ its text boxes as paragraphs (a body placeholder's paragraphs as list items), it
 its speaker notes.
 
 Only the slides asked for are read. The sandbox child runs this: standard library and
-defusedxml only.
+lxml only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from xml.etree.ElementTree import Element
 
-from fetch.documents.archive import Archive, parse, unreadable
+from fetch.documents.archive import Archive, Element, parse, unreadable
 from fetch.documents.blocks import Run, Writer, is_on
 from fetch.documents.ooxml import core_title, part_path, related, relationships
 

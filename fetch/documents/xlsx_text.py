@@ -3,7 +3,7 @@ its cells a table (the first row its header), dates written as dates.
 
 Only the sheets asked for are read, a row at a time (``archive.children_of``): a large sheet is
 never held whole, and its text stops at the budget. The sandbox child runs this: standard
-library and defusedxml only.
+library and lxml only.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from xml.etree.ElementTree import Element
 
-from fetch.documents.archive import Archive, children_of, parse, unreadable
+from fetch.documents.archive import Archive, Element, children_of, parse, unreadable
 from fetch.documents.blocks import Writer
 from fetch.documents.ooxml import core_title, part_path, relationships
 
@@ -28,6 +27,7 @@ _DATE_FORMATS = frozenset({14, 15, 16, 17, 18, 19, 20, 21, 22, 45, 46, 47})
 _DATE_CODE = re.compile(r"[dmyhs]", re.IGNORECASE)
 _QUOTED = re.compile(r'"[^"]*"|\[[^\]]*\]|\\.')
 _EPOCH = datetime(1899, 12, 30)
+_T, _V = f"{S}t", f"{S}v"
 
 
 def sheets(archive: Archive) -> tuple[str, list[tuple[str, str]]]:
@@ -63,10 +63,18 @@ def _shared_strings(archive: Archive, main: str) -> list[str]:
     if not archive.has(path):
         return []
     # An item's text is its own <t> or its rich runs' (a phonetic guide, <rPh>, is not its text).
-    return [
-        "".join(t.text or "" for t in item.findall(f"{S}t") + item.findall(f"{S}r/{S}t"))
-        for item in children_of(archive.open(path), f"{S}sst")
-    ]
+    return [_item_text(item) for item in children_of(archive.open(path), f"{S}sst", tag=f"{S}si")]
+
+
+def _item_text(item: Element) -> str:
+    first = item[0] if len(item) else None
+    if first is not None and first.tag == f"{S}t" and len(item) == 1:
+        return str(first.text or "")
+    return "".join(t.text or "" for t in item.iterchildren(f"{S}t", f"{S}r") for t in _run_texts(t))
+
+
+def _run_texts(element: Element) -> list[Element]:
+    return [element] if element.tag == f"{S}t" else list(element.iterchildren(f"{S}t"))
 
 
 def _date_styles(archive: Archive, main: str) -> frozenset[int]:
@@ -96,7 +104,7 @@ def _rows(
 ) -> list[list[str]]:
     rows: list[list[str]] = []
     size = 0
-    for row in children_of(archive.open(path), f"{S}sheetData"):
+    for row in children_of(archive.open(path), f"{S}sheetData", tag=f"{S}row"):
         cells: list[str] = []
         for cell in row.iter(f"{S}c"):
             column = _column(cell.get("r", ""), len(cells))
@@ -126,11 +134,10 @@ def _column(reference: str, next_column: int) -> int:
 
 
 def _cell_text(cell: Element, strings: list[str], dates: frozenset[int]) -> str:
-    kind = cell.get("t", "n")
+    kind = cell.get("t")
     if kind == "inlineStr":
-        return "".join(t.text or "" for t in cell.iter(f"{S}t"))
-    value = cell.find(f"{S}v")
-    raw = (value.text or "").strip() if value is not None else ""
+        return "".join(t.text or "" for t in cell.iter(_T))
+    raw = (cell.findtext(_V) or "").strip()
     if not raw:
         return ""
     if kind == "s":
@@ -138,9 +145,10 @@ def _cell_text(cell: Element, strings: list[str], dates: frozenset[int]) -> str:
         return strings[index] if 0 <= index < len(strings) else ""
     if kind == "b":
         return "TRUE" if raw == "1" else "FALSE"
-    if kind == "n" and cell.get("s", "0").isdigit() and int(cell.get("s", "0")) in dates:
+    style = cell.get("s")
+    if dates and kind in (None, "n") and style is not None and style.isdigit() and int(style) in dates:
         return _date(raw)
-    return raw
+    return str(raw)
 
 
 def _date(serial: str) -> str:
