@@ -4,6 +4,7 @@ each format's Markdown, pages of the paged ones, detection by content, and every
 from __future__ import annotations
 
 import datetime
+import random
 from typing import Any
 
 import pytest
@@ -379,3 +380,42 @@ def test_text_over_the_budget_is_too_long() -> None:
     header = {"kind": "zip", "ranges": None, "max_chars": 50_000, "markdown": True}
     reply, _ = read_document(header, ow.xlsx([("Long", rows)]))
     assert reply["error"] == "too_long"
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        ow.odf("odt", '<text:h text:outline-level="deep">x</text:h>'),
+        ow.odf(
+            "ods",
+            '<table:table><table:table-row table:number-rows-repeated="many">'
+            "<table:table-cell><text:p>x</text:p></table:table-cell></table:table-row></table:table>",
+        ),
+    ],
+    ids=["odt-level", "ods-repeat"],
+)
+def test_values_no_document_holds_are_unreadable_never_internal(document: bytes) -> None:
+    assert refusal(document).outcome == "unreadable"
+
+
+@pytest.mark.parametrize("kind", ["docx", "xlsx", "pptx", "odt", "ods", "odp", "epub"])
+def test_damaged_bytes_of_every_format_answer_an_outcome_never_an_exception(kind: str) -> None:
+    documents = {
+        "docx": report_docx(),
+        "xlsx": ow.xlsx([("s", [["a", 1], ["b", 2]])]),
+        "pptx": ow.pptx([("t", ["b"], "n")]),
+        "odt": ow.odf("odt", '<text:h text:outline-level="1">x</text:h><text:p>y</text:p>'),
+        "ods": ow.odf("ods", ow.ods_table("a", [["1", "2"]])),
+        "odp": ow.odf("odp", ow.odp_page("t", ["l"], "n")),
+        "epub": ow.epub(["<h1>x</h1><p>y</p>"]),
+    }
+    rng = random.Random(kind)
+    header = {"kind": "zip", "ranges": None, "max_chars": 100_000, "markdown": True}
+    errors = set()
+    for _ in range(60):
+        damaged = bytearray(documents[kind])
+        for _ in range(rng.randint(1, 6)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        reply, _ = read_document(header, bytes(damaged))  # raises nothing
+        errors.add(reply.get("error"))
+    assert errors <= {None, "unreadable", "unsupported", "too_long", "encrypted"}

@@ -61,7 +61,14 @@ class Archive:
             raise _too_many_entries()
         try:
             self._zip = zipfile.ZipFile(io.BytesIO(payload))
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            NotImplementedError,
+            ValueError,
+            OSError,
+            EOFError,
+        ) as exc:
             raise unreadable(f"the zip archive is damaged ({exc})") from None
         members = self._zip.infolist()
         if len(members) > MAX_ENTRIES:

@@ -66,6 +66,10 @@ def read_document(header: dict[str, Any], payload: bytes) -> tuple[dict[str, Any
         return {"error": "pages_out_of_range", "pages_total": exc.total}, ""
     except RecursionError:
         return {"error": "unreadable", "message": "the document is nested too deeply"}, ""
+    except (ValueError, LookupError, TypeError, OverflowError) as exc:
+        # A value no well-formed document holds (a level that is not a number, a reference to
+        # nothing): the document is damaged, whichever reader met it.
+        return {"error": "unreadable", "message": f"a value cannot be read ({type(exc).__name__})"}, ""
     text, starts = _joined(writer)
     return {**reply, "parts": starts}, text
 
