@@ -16,6 +16,7 @@ from fetch.models import CachedDocument
 from tests.fixtures import office_writer as ow
 
 from .factories import LOOPBACK
+from .fixtures.pdf_writer import build_pdf
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -215,3 +216,21 @@ def test_a_feed_fetched_by_url_lists_its_entries_in_the_envelope(agent, httpserv
     httpserver.expect_request("/feed").respond_with_data(feed, content_type="application/rss+xml")
     body = client.get("/v1/fetch", url=httpserver.url_for("/feed")).json()
     assert body["entries"] == [{"title": "A", "link": "https://e.example/a", "date": "", "summary": ""}]
+
+
+@pytest.mark.django_db
+def test_html_json_and_pdf_uploads_are_read_as_fetched_ones(agent):
+    _, client = agent
+    page = b"<html><head><title>Memo</title></head><body><article><h1>Memo</h1><p>The ferry leaves at "
+    page += b"nine from the <a href='https://port.example/pier'>north pier</a> every day.</p>"
+    page += b"</article></body></html>"
+    html = send(client, page, "text/html").json()
+    assert html["title"] == "Memo"
+    assert "[north pier](https://port.example/pier)" in html["content"]
+    data = send(
+        client, b'{"ferries": [{"name": "Ida"}, {"name": "Nora"}]}', "application/json", jq=".ferries[].name"
+    )
+    assert data.json()["content"] == '"Ida"\n"Nora"'
+    pdf = send(client, build_pdf([["Page one text"], ["Page two text"]]), "application/pdf", pages="2").json()
+    assert (pdf["pages_total"], pdf["pages"]) == (2, [2])
+    assert "Page two text" in pdf["content"]
