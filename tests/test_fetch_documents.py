@@ -15,6 +15,7 @@ from fetch.errors import FetchError
 from fetch.extract import Extracted, extract
 from fetch.targets import TargetOptions
 from tests.fixtures import office_writer as ow
+from tests.fixtures.pdf_writer import build_pdf
 
 URL = "https://files.example/reports/q3"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -309,6 +310,15 @@ def test_a_password_protected_office_file_is_encrypted() -> None:
     error = refusal(compound, DOCX)
     assert error.outcome == "encrypted"
     assert error.outcome.http_status == 422
+
+
+def test_a_pdf_that_needs_a_password_is_encrypted() -> None:
+    plain = build_pdf([["the secret plan"]])
+    guard = b"<< /Filter /Standard /V 1 /R 2 /O <" + b"11" * 32 + b"> /U <" + b"22" * 32 + b"> /P -4 >>"
+    ids = b"/ID [<00112233445566778899aabbccddeeff> <00112233445566778899aabbccddeeff>]"
+    locked = plain.replace(b"/Root 1 0 R >>", b"/Root 1 0 R /Encrypt " + guard + b" " + ids + b" >>")
+    assert locked != plain
+    assert refusal(locked, "application/pdf").outcome == "encrypted"
 
 
 def test_an_old_office_document_is_unsupported() -> None:
