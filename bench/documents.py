@@ -4,8 +4,10 @@
 
 A known text (``SOURCE`` below: headings, paragraphs with emphasis and links, bulleted and
 numbered lists, a table) is written by pandoc, Debian's package, into DOCX, ODT, EPUB, PPTX and
-RTF, into CSV by hand and into XLSX by openpyxl (in markitdown's Python): tools other than the
-readers, used here only, never at run time. Each
+RTF, into CSV by hand, and by LibreOffice (``soffice --convert-to``, Debian's
+``libreoffice-calc-nogui`` and ``libreoffice-impress-nogui``) into XLSX and ODS from the CSV and
+into ODP from the PPTX (without soffice, XLSX by openpyxl in markitdown's Python): tools other
+than the readers, used here only, never at run time. Each
 file is read by sift (``fetch.extract.extract``: the sniffing, the sandbox child and the reply,
 as ``/v1/fetch`` reads a downloaded body) and, when ``--markitdown`` names a Python with
 markitdown installed (``pip install 'markitdown[docx,xlsx,pptx]'`` in a virtual environment of
@@ -72,6 +74,8 @@ FORMATS = {
     "rtf": "application/rtf",
     "csv": "text/csv",
     "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "ods": "application/vnd.oasis.opendocument.spreadsheet",
+    "odp": "application/vnd.oasis.opendocument.presentation",
 }
 # The table as a workbook, written by openpyxl in markitdown's Python (pandoc writes no sheets).
 XLSX_SCRIPT = """
@@ -136,8 +140,9 @@ def structure(text: str) -> tuple[int, int, int]:
 
 
 def build(folder: Path, python: str | None = None) -> dict[str, Path]:
-    """The source in each format, by pandoc (and the table as CSV, and as XLSX by openpyxl in
-    ``python`` when given)."""
+    """The source in each format, by pandoc; the table as CSV, and as XLSX and ODS (and the
+    slides as ODP) by LibreOffice where ``soffice`` is installed, else as XLSX by openpyxl in
+    ``python`` when given."""
     source = folder / "report.md"
     source.write_text(SOURCE)
     files = {}
@@ -152,7 +157,20 @@ def build(folder: Path, python: str | None = None) -> dict[str, Path]:
     csv = folder / "figures.csv"
     csv.write_text("\n".join(",".join(cell.strip() for cell in row) for row in table) + "\n")
     files["csv"] = csv
-    if python:
+    if shutil.which("soffice"):
+        for source_file, kind in ((csv, "xlsx"), (csv, "ods"), (files["pptx"], "odp")):
+            command = [
+                "soffice",
+                "--headless",
+                "--convert-to",
+                kind,
+                "--outdir",
+                str(folder),
+                str(source_file),
+            ]
+            subprocess.run(command, check=True, capture_output=True, timeout=300)
+            files[kind] = folder / f"{source_file.stem}.{kind}"
+    elif python:
         xlsx = folder / "figures.xlsx"
         subprocess.run([python, "-c", XLSX_SCRIPT, str(xlsx)], input=csv.read_text(), text=True, check=True)
         files["xlsx"] = xlsx
@@ -199,7 +217,7 @@ def read_by_markitdown(python: str, files: dict[str, Path], rounds: int) -> dict
 
 
 def known_text(kind: str) -> str:
-    if kind in ("csv", "xlsx"):
+    if kind in ("csv", "xlsx", "ods"):
         return "\n".join(line for line in SOURCE.splitlines() if line.startswith("| ") and "---" not in line)
     return SOURCE
 

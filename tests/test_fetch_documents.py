@@ -155,7 +155,7 @@ def test_opendocument_text_spreadsheet_and_presentation() -> None:
         ow.odf("odp", ow.odp_page("Plan", ["Step one"], "Speak slowly") + ow.odp_page("End", ["Thanks"]))
     )
     assert (odp.kind, odp.pages_total) == ("odp", 2)
-    assert odp.content.split("\n\n")[:4] == ["## Slide 1: Plan", "Step one", "### Notes", "Speak slowly"]
+    assert odp.content.split("\n\n")[:4] == ["## Slide 1: Plan", "- Step one", "### Notes", "Speak slowly"]
 
 
 def test_a_book_reads_its_chapters_in_spine_order() -> None:

@@ -175,12 +175,25 @@ def _pages(archive: Archive) -> Iterator[Element]:
     )
 
 
+def _outline(frame: Element, writer: Writer, styles: Styles) -> None:
+    """An outline placeholder's paragraphs are its bullets (as a PPTX body's are)."""
+    for box in frame.iter(f"{DRAW}text-box"):
+        for child in box:
+            if child.tag == f"{TEXT}p":
+                writer.item(runs(child, styles))
+            else:
+                block(child, writer, styles)
+
+
 def _slide(page: Element, number: int, writer: Writer, styles: Styles) -> None:
     frames = [frame for frame in page if frame.tag == f"{DRAW}frame"]
     title = next((plain(f, styles) for f in frames if f.get(f"{PRESENTATION}class") == "title"), "")
     writer.part(number, f"Slide {number}" + (f": {title}" if title else ""))
     for frame in frames:
-        if frame.get(f"{PRESENTATION}class") not in ("title", "page-number", "footer", "date-time", "header"):
+        kind = frame.get(f"{PRESENTATION}class")
+        if kind == "outline":
+            _outline(frame, writer, styles)
+        elif kind not in ("title", "page-number", "footer", "date-time", "header"):
             block(frame, writer, styles)
     notes = page.find(f"{PRESENTATION}notes")
     texts = (
