@@ -234,3 +234,16 @@ def test_html_json_and_pdf_uploads_are_read_as_fetched_ones(agent):
     pdf = send(client, build_pdf([["Page one text"], ["Page two text"]]), "application/pdf", pages="2").json()
     assert (pdf["pages_total"], pdf["pages"]) == (2, [2])
     assert "Page two text" in pdf["content"]
+
+
+@pytest.mark.django_db
+def test_a_form_file_larger_than_a_request_body_is_read(agent):
+    _, client = agent
+    rows = "".join(f"{n},{hashlib.sha256(str(n).encode()).hexdigest()}\n" for n in range(12000))
+    table = SimpleUploadedFile("big.csv", ("n,digest\n" + rows).encode(), content_type="text/csv")
+    assert table.size > 512 * 1024
+    response = client.client.post("/v1/read?max_chars=2000", {"file": table}, headers=client.headers)
+    assert response.status_code == 200, response.content
+    assert response.json()["content"].startswith("| n | digest |")
+    raw = send(client, ("n,digest\n" + rows).encode(), "text/csv", max_chars=2000)
+    assert raw.json()["content_sha256"] == response.json()["content_sha256"]
