@@ -41,6 +41,10 @@ class ThreadShares:
                 self._held[caller_id] += 1
         return granted
 
+    def held(self, caller_id: int) -> int:
+        with self._lock:
+            return self._held[caller_id]
+
     def give_back(self, caller_id: int) -> None:
         with self._lock:
             self._held[caller_id] -= 1

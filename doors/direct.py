@@ -1,5 +1,6 @@
-"""What is answered at once, without a job: one target fetched (``/v1/fetch``, MCP ``fetch``) or
-one site mapped (``/v1/map``, MCP ``map``) for a caller.
+"""What is answered at once, without a job: one target fetched (``/v1/fetch``, MCP ``fetch``), one
+uploaded document read (``/v1/read``, MCP ``read``) or one site mapped (``/v1/map``, MCP ``map``)
+for a caller.
 
 No job is stored. A caller's fetches and maps are bounded twice by its fetch share
 (``SIFT_FETCH_PER_CALLER``): in this process, by the request threads it may hold (a map holds
@@ -21,9 +22,10 @@ from batch.threads import ThreadShares
 from fetch import cache, pipeline
 from fetch.discovery import site_urls
 from fetch.discovery.map_options import MapRequest
+from fetch.documents.uploads import Upload, read_upload
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome, RetryAfter
-from fetch.targets import Target
+from fetch.targets import Target, TargetOptions
 
 # Each caller's fetches in flight in this process, at most its fetch share: a request thread
 # waiting for the gate or a slow site is held, and a process has only so many.
@@ -54,6 +56,13 @@ def fetch_share(caller: ApiKey, *, hint: str) -> Iterator[str]:
                 retry_after=RetryAfter.FETCH,
             )
         yield cache.partition_for(caller.name, caller.caller_class)
+
+
+def read_for(caller: ApiKey, upload: Upload, options: TargetOptions) -> dict[str, Any]:
+    """Read an uploaded document for ``caller`` within its fetch share of this process (an
+    upload keeps a parser as busy as a fetched document); nothing of it is stored."""
+    with fetch_share(caller, hint="Wait for one of your fetches or uploads to answer, then send it again."):
+        return read_upload(upload, options, caller=caller.name)
 
 
 def map_for(caller: ApiKey, request: MapRequest) -> dict[str, Any]:

@@ -5,16 +5,20 @@ API paths; the last, sync-only middleware that keeps the whole chain in one requ
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from batch.errors import Refusal, Refused, error_json
+from batch.threads import ThreadShares
 from doors.errors import refusal_body
+from fetch.outcomes import RetryAfter
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +26,11 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Any]
 Send = Callable[[Message], Any]
+
+# Where documents are uploaded (docs/api.md, "Uploads"): bodies up to SIFT_UPLOAD_MAX_BYTES.
+UPLOAD_PATH = "/v1/read"
+# Uploads in flight in this process (their bodies are held in memory), per caller and in all.
+UPLOADS = ThreadShares(lambda: settings.SIFT_UPLOADS_PER_CALLER, lambda: settings.SIFT_UPLOADS_TOTAL)
 
 
 class BoundedRequests:
@@ -42,19 +51,58 @@ class BoundedRequests:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        upload = scope.get("method") == "POST" and scope.get("path") == UPLOAD_PATH
         try:
-            body = await request_body(scope, receive)
+            # An upload's caller is known only once Django has checked its key: its share is
+            # held under its key's digest (requests without a key share one), before a byte is read.
+            with upload_share(_digest(_header(scope, b"authorization"))) if upload else _no_share():
+                limit = settings.SIFT_UPLOAD_MAX_BYTES if upload else settings.SIFT_MAX_REQUEST_BYTES
+                body = await request_body(scope, receive, limit=limit)
+                if body is not None:  # None: the client went away while sending it
+                    await self.app(scope, replay(body, receive), taken_in_time(send))
         except Refused as exc:
             await send_refusal(exc, send, close=True)
-            return
-        if body is not None:  # None: the client went away while sending it
-            await self.app(scope, replay(body, receive), taken_in_time(send))
 
 
-async def request_body(scope: Scope, receive: Receive) -> bytes | None:
-    """The whole request body, refused ``too_large`` past ``SIFT_MAX_REQUEST_BYTES`` as soon as
-    it is known to be (the declared length, else the bytes received); ``None`` on a disconnect."""
-    limit = settings.SIFT_MAX_REQUEST_BYTES
+@contextmanager
+def upload_share(key: int) -> Iterator[None]:
+    """One of this process's upload shares for ``key`` (a caller), held while the block runs;
+    none free: ``caller_busy`` (the caller's) or ``server_busy`` (all of them)."""
+    if UPLOADS.take(key):
+        try:
+            yield
+        finally:
+            UPLOADS.give_back(key)
+        return
+    if UPLOADS.held(key) >= settings.SIFT_UPLOADS_PER_CALLER:
+        raise Refused(
+            Refusal.CALLER_BUSY,
+            f"you already have {settings.SIFT_UPLOADS_PER_CALLER} uploads in flight here",
+            "Wait for one of them to answer, then send the next.",
+            retry_after=RetryAfter.PARSER,
+        )
+    raise Refused(
+        Refusal.SERVER_BUSY,
+        "too many uploads are in flight here",
+        "Send it again in a few seconds.",
+        retry_after=RetryAfter.PARSER,
+    )
+
+
+@contextmanager
+def _no_share() -> Iterator[None]:
+    yield
+
+
+def _digest(value: str) -> int:
+    return int.from_bytes(hashlib.sha256(value.encode("utf-8", "replace")).digest()[:8], "big")
+
+
+async def request_body(scope: Scope, receive: Receive, *, limit: int | None = None) -> bytes | None:
+    """The whole request body, refused ``too_large`` past ``limit`` (``SIFT_MAX_REQUEST_BYTES``
+    by default) as soon as it is known to be (the declared length, else the bytes received);
+    ``None`` on a disconnect."""
+    limit = settings.SIFT_MAX_REQUEST_BYTES if limit is None else limit
     declared = _header(scope, b"content-length")
     if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
         raise too_large(limit)
@@ -78,11 +126,12 @@ def _header(scope: Scope, name: bytes) -> str:
 
 
 def too_large(limit: int) -> Refused:
-    return Refused(
-        Refusal.TOO_LARGE,
-        f"the request body is larger than {limit} bytes",
-        "Send fewer or shorter targets per request.",
+    hint = (
+        "Send a smaller document, or fewer of its pages saved as one."
+        if limit > settings.SIFT_MAX_REQUEST_BYTES
+        else "Send fewer or shorter targets per request."
     )
+    return Refused(Refusal.TOO_LARGE, f"the request body is larger than {limit} bytes", hint)
 
 
 def replay(body: bytes, receive: Receive) -> Receive:
@@ -150,12 +199,11 @@ class RequestSizeLimitMiddleware:
             return error_json(
                 Refusal.INVALID_REQUEST, "Content-Length is not a number", "Send a valid Content-Length."
             )
-        if len(declared) > 18 or int(declared) > settings.SIFT_MAX_REQUEST_BYTES:
-            return error_json(
-                Refusal.TOO_LARGE,
-                f"the request body is larger than {settings.SIFT_MAX_REQUEST_BYTES} bytes",
-                "Send fewer or shorter targets per request.",
-            )
+        upload = request.method == "POST" and request.path == UPLOAD_PATH
+        limit = settings.SIFT_UPLOAD_MAX_BYTES if upload else settings.SIFT_MAX_REQUEST_BYTES
+        if len(declared) > 18 or int(declared) > limit:
+            exc = too_large(limit)
+            return error_json(exc.code, exc.message, exc.hint)
         return self.get_response(request)
 
 

@@ -12,7 +12,15 @@ from django.conf import settings
 
 from batch.errors import Refusal, Refused
 from fetch.discovery.map_options import MapRequest, parse_map_request
-from fetch.targets import InvalidTarget, Target, parse_target, parse_targets
+from fetch.targets import (
+    InvalidTarget,
+    Target,
+    TargetOptions,
+    parse_target,
+    parse_targets,
+    parse_upload_options,
+    site_option_refusal,
+)
 
 
 def validate_targets(raw_targets: list[object]) -> list[Target]:
@@ -48,6 +56,20 @@ def validate_target(raw_target: object, *, flat: bool = False) -> Target:
         return parse_target(raw_target)
     except InvalidTarget as exc:
         raise _invalid(exc, flat) from None
+
+
+def validate_upload_options(raw_options: dict[str, object], *, flat: bool = False) -> TargetOptions:
+    """An upload's options (``/v1/read``, MCP ``read``), or ``invalid_request`` naming the field;
+    one that needs a site (``render``, ``max_age``, ``recover``, ``robots``) says so."""
+    try:
+        return parse_upload_options(raw_options)
+    except InvalidTarget as exc:
+        raise _invalid(exc, flat) from None
+
+
+def refuse_site_option(name: str, *, flat: bool = False) -> Refused:
+    """The refusal of an option that needs a site, sent with an upload."""
+    return _invalid(site_option_refusal(name), flat)
 
 
 def validate_map(url: object, options: object, *, flat: bool = False) -> MapRequest:

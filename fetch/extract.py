@@ -14,11 +14,14 @@ import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from fetch.answer.narrow import Span, narrow
+from fetch.documents.document_text import document_text
 from fetch.documents.json_text import NotJson, json_text
 from fetch.documents.pdf_text import pdf_text
 from fetch.documents.sniff import (
+    DOCUMENT_KINDS,
     HTML_TYPES,
     UNSUPPORTED_HINT,
     clean_text,
@@ -92,12 +95,26 @@ class Extracted:
     # data and product when asked; its data tables when asked (with their place in the text).
     facts: dict[str, Any] | None = None
     tables: list[dict[str, Any]] | None = None
+    # A paged document (PDF pages, slides, sheets, chapters): where each part starts in
+    # ``content``, with its number. A feed: its entries, in order.
+    part_starts: list[tuple[int, int]] | None = None
+    entries: list[dict[str, Any]] | None = None
 
     def meta(self) -> dict[str, Any]:
         """``title`` always; ``lang``, ``canonical_url``, ``pages_total``, ``pages``,
-        ``matches``, ``passages`` and ``hidden_chars`` where they apply; ``hidden_kept`` when true;
-        an HTML page's facts (``metadata``, and ``structured_data`` with the rest when asked)."""
-        optional = ("lang", "canonical_url", "pages_total", "pages", "matches", "passages", "hidden_chars")
+        ``matches``, ``passages``, ``hidden_chars`` and ``entries`` where they apply;
+        ``hidden_kept`` when true; an HTML page's facts (``metadata``, and ``structured_data``
+        with the rest when asked)."""
+        optional = (
+            "lang",
+            "canonical_url",
+            "pages_total",
+            "pages",
+            "matches",
+            "passages",
+            "hidden_chars",
+            "entries",
+        )
         fields = {name: getattr(self, name) for name in optional}
         kept = {"hidden_kept": True} if self.hidden_kept else {}
         facts = self.facts or {}
@@ -112,12 +129,14 @@ def extract(
     url: str,
     options: TargetOptions,
     rendered: bool = False,
+    name: str | None = None,
 ) -> Extracted:
     """Turn ``body`` into the content ``options`` ask for.
 
     ``declared_type`` is the upstream ``Content-Type`` (parameters allowed), ``charset`` its
     charset if known, ``url`` the final URL (for the canonical link and relative links),
-    ``rendered`` whether a browser made the body (hidden text is then what it marked). An HTML
+    ``rendered`` whether a browser made the body (hidden text is then what it marked), ``name``
+    the file's name where it is not the URL's path (an upload's: ``.csv`` says a table). An HTML
     page whose text holds no word comes back ``wordless`` (``refuse_empty`` says what to answer).
     Raises ``FetchError``:
     ``unsupported``, ``invalid_request`` (an option that does not fit this document, pages past
@@ -125,7 +144,7 @@ def extract(
     time), ``memory_limit`` (a parser out of memory).
     """
     charset = charset or declared_charset(declared_type)
-    kind = sniff_kind(body, declared_type, charset)
+    kind = sniff_kind(body, declared_type, charset, name=urlsplit(url).path if name is None else name)
     _check_options_fit(kind, options)
     document = _read(
         kind,
@@ -144,7 +163,9 @@ def extract(
     narrowed = narrow(document.content, options, lang=document.lang)
     spans = narrowed.spans or []
     if kind == "pdf":
-        spans = _on_pages(spans, document.content)
+        spans = _on_pages(spans, _pdf_page_starts(document.content))
+    elif document.part_starts:
+        spans = _on_pages(spans, document.part_starts)
     return replace(
         document,
         content=narrowed.content,
@@ -154,11 +175,15 @@ def extract(
     )
 
 
-def _on_pages(spans: list[Span], text: str) -> list[Span]:
-    """Each span with the PDF page it starts on (pages are headed ``## Page N`` in the text)."""
-    headings = list(_PDF_PAGE.finditer(text))
-    starts = [heading.start() for heading in headings]
-    pages = [int(heading[1]) for heading in headings]
+def _pdf_page_starts(text: str) -> list[tuple[int, int]]:
+    """Where each PDF page starts (pages are headed ``## Page N`` in the text), and its number."""
+    return [(heading.start(), int(heading[1])) for heading in _PDF_PAGE.finditer(text)]
+
+
+def _on_pages(spans: list[Span], page_starts: list[tuple[int, int]]) -> list[Span]:
+    """Each span with the page (slide, sheet, chapter) it starts on."""
+    starts = [start for start, _ in page_starts]
+    pages = [number for _, number in page_starts]
     placed = []
     for span in spans:
         index = bisect.bisect_right(starts, span.start) - 1
@@ -167,10 +192,11 @@ def _on_pages(spans: list[Span], text: str) -> list[Span]:
 
 
 def _check_options_fit(kind: str, options: TargetOptions) -> None:
-    if options.pages is not None and kind != "pdf":
+    # A zip archive's kind, and whether it has pages, is known once it is read (document_text).
+    if options.pages is not None and kind not in ("pdf", "zip"):
         raise FetchError(
             Outcome.INVALID_REQUEST,
-            f"pages applies to PDF documents, and this document is {kind}",
+            f"pages applies to PDFs, slides, sheets and chapters, and this document is {kind}",
             "Leave pages out for this URL; use grep or question to narrow it.",
         )
     if options.jq is not None and kind not in ("json", "text"):
@@ -179,9 +205,12 @@ def _check_options_fit(kind: str, options: TargetOptions) -> None:
             f"jq applies to JSON documents, and this document is {kind}",
             "Leave jq out for this URL; use grep or question to narrow it.",
         )
-    if options.mode == "raw" and kind == "pdf":
+    if options.mode == "raw" and kind in ("pdf", "zip"):
+        what = "a PDF" if kind == "pdf" else "an office document or book"
         raise FetchError(
-            Outcome.UNSUPPORTED, "raw mode serves text documents as is, and a PDF is binary", UNSUPPORTED_HINT
+            Outcome.UNSUPPORTED,
+            f"raw mode serves text documents as is, and {what} is binary",
+            UNSUPPORTED_HINT,
         )
 
 
@@ -209,6 +238,8 @@ def _read(
             pages=pdf.pages,
         )
     raw = options.mode == "raw"
+    if kind in DOCUMENT_KINDS:
+        return _read_document(kind, body, charset=charset, declared=declared, options=options, budget=budget)
     if kind == "html":
         typed = declared if declared in HTML_TYPES else DEFAULT_MEDIA_TYPES["html"]
         if raw:
@@ -219,6 +250,32 @@ def _read(
     if options.jq is not None or (kind == "json" and not raw):
         return _read_json(text, kind, declared, options, budget)
     return Extracted(text, kind, declared or DEFAULT_MEDIA_TYPES[kind])
+
+
+def _read_document(
+    kind: str, body: bytes, *, charset: str | None, declared: str, options: TargetOptions, budget: int
+) -> Extracted:
+    """An office document, book, feed, table or RTF file read in a sandbox child; in raw mode
+    (never a zip archive, which ``_check_options_fit`` refused), its text as served."""
+    if options.mode == "raw":
+        text = clean_text(decode_text(body, charset), keep_line_ends=True)
+        return Extracted(text, "text", declared or DEFAULT_MEDIA_TYPES["text"])
+    payload = utf8_text(body, charset) if kind in ("csv", "tsv") else body
+    document = document_text(
+        kind, payload, options.page_ranges, markdown=options.mode == "markdown", max_chars=budget
+    )
+    return Extracted(
+        clean_text(document.content),
+        document.kind,
+        declared
+        if kind in ("csv", "tsv") and declared.startswith("text/") and declared != "text/plain"
+        else document.media_type,
+        clean_text(document.title) if document.title else None,
+        pages_total=document.pages_total,
+        pages=document.pages,
+        part_starts=document.part_starts or None,
+        entries=document.entries,
+    )
 
 
 def _read_html(

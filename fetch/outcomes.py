@@ -35,12 +35,28 @@ class Outcome(StrEnum):
 
     INVALID_REQUEST = "invalid_request", 400, "Check the URL and its options against /v1/docs."
     BLOCKED = "blocked", 403, "sift fetches only public http(s) addresses; send another URL."
-    UNSUPPORTED = "unsupported", 415, "sift reads HTML, text, JSON and PDF; send a URL serving one of them."
+    UNSUPPORTED = (
+        "unsupported",
+        415,
+        "sift reads HTML, PDF, JSON, text, office documents (DOCX, XLSX, PPTX, ODT, ODS, ODP), EPUB, "
+        "RTF, CSV and feeds; send one of them.",
+    )
     TOO_LONG = (
         "too_long",
         422,
         "The document is too large to read at all: ask for fewer pages, select less with jq, or "
         "send a smaller document (long text comes in slices, never too_long).",
+    )
+    ENCRYPTED = (
+        "encrypted",
+        422,
+        "The document is protected by a password or DRM, and sift reads no such file: send a copy "
+        "saved without protection.",
+    )
+    UNREADABLE = (
+        "unreadable",
+        422,
+        "The document is damaged or not what its format says: open and save it again, or send another copy.",
     )
     EMPTY = (
         "empty",

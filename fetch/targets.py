@@ -234,6 +234,28 @@ def parse_options(raw: object, *, compile_programs: bool = True) -> TargetOption
     return options
 
 
+# Options about reaching a site, which an uploaded document has not.
+SITE_OPTIONS = ("render", "max_age", "recover", "robots")
+
+
+def parse_upload_options(raw: object) -> TargetOptions:
+    """The options of an uploaded document (``POST /v1/read``, MCP ``read``): ``parse_options``,
+    and none of the ``SITE_OPTIONS`` other than its default, since they need a site to fetch from."""
+    options = parse_options(raw)
+    for name in SITE_OPTIONS:
+        if getattr(options, name) != TargetOptions.model_fields[name].default:
+            raise site_option_refusal(name)
+    return options
+
+
+def site_option_refusal(name: str) -> InvalidTarget:
+    return InvalidTarget(
+        f"options.{name}",
+        f"{name} applies to a URL fetched from its site, and an upload has none",
+        f"Leave {name} out: the document read is the one sent.",
+    )
+
+
 def normalise_url(raw: object) -> str:
     """Refuse what is not a plain http(s) URL; lower-case the scheme and host."""
     hint = "Send an absolute http:// or https:// URL without user name or password."

@@ -153,6 +153,13 @@ WHITENOISE_USE_FINDERS = True
 # a chunked body is read (doors/middleware.py).
 SIFT_MAX_REQUEST_BYTES = 128 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = SIFT_MAX_REQUEST_BYTES
+# A document sent to POST /v1/read (or, base64, to the MCP tool read) may be this large, enforced
+# while the body streams in; such uploads in flight per web (or mcp) process, per caller and in
+# all (doors/middleware.py). An uploaded file stays in memory, never on disk.
+SIFT_UPLOAD_MAX_BYTES = env_bytes("SIFT_UPLOAD_MAX_BYTES", "20MiB")
+SIFT_UPLOADS_PER_CALLER = env_int("SIFT_UPLOADS_PER_CALLER", 2, minimum=1)
+SIFT_UPLOADS_TOTAL = env_int("SIFT_UPLOADS_TOTAL", 4, minimum=1)
+FILE_UPLOAD_MAX_MEMORY_SIZE = SIFT_UPLOAD_MAX_BYTES
 # A client must take each piece of an answer within this, or the answer is dropped and its
 # connection closed: a client that never reads holds no memory, stream or share for longer.
 SIFT_SEND_TIMEOUT = env_duration("SIFT_SEND_TIMEOUT", "30s", positive=True)

@@ -344,10 +344,11 @@ def test_image_bytes_declared_text_html_are_not_served_as_text() -> None:
     assert "PNG" in error.message
 
 
-def test_zip_archive_declared_octet_stream_is_unsupported() -> None:
+def test_damaged_zip_archive_declared_octet_stream_is_unreadable() -> None:
+    # A zip archive is read as an office document or a book (tests/test_fetch_documents.py).
     assert refused(
         b"PK\x03\x04\x14\x00\x00\x00\x08\x00" + b"\x00" * 40, "application/octet-stream"
-    ).outcome == ("unsupported")
+    ).outcome == ("unreadable")
 
 
 def test_binary_bytes_declared_text_plain_are_unsupported() -> None:

@@ -3,6 +3,7 @@ process on the test database, in both protocol eras (docs/mcp.md)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -32,6 +33,7 @@ from fetch.models import CachedDocument
 
 from .deployment import Deployment
 from .factories import SCRIPTED_BASE, MakeCaller
+from .fixtures import office_writer as ow
 from .upstream import ARTICLE, page_upstream
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.mcp]
@@ -121,7 +123,7 @@ def _refusal(result: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("mode", ERAS)
-def test_the_six_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server, agent, mode):
+def test_the_seven_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server, agent, mode):
     _, client = agent
 
     async def body(mcp: Client) -> tuple[str, Any]:
@@ -131,7 +133,7 @@ def test_the_six_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server,
     eras = {"auto": MODERN_PROTOCOL_VERSIONS, "legacy": HANDSHAKE_PROTOCOL_VERSIONS}
     assert version in eras[mode]
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == {"fetch", "map", "batch_submit", "batch_get", "batch_cancel", "batch_list"}
+    assert set(tools) == {"fetch", "read", "map", "batch_submit", "batch_get", "batch_cancel", "batch_list"}
     fetch = tools["fetch"].input_schema
     assert fetch["required"] == ["url"]
     assert set(fetch["properties"]) == {
@@ -576,3 +578,26 @@ def test_fetch_drops_hidden_text_keeps_links_and_answers_empty_as_the_rest_api_d
     refusal = _refusal(empty)
     assert refusal["code"] == "empty"
     assert "render" in refusal["hint"]
+
+
+def test_read_takes_a_document_larger_than_a_request_body_in_base64(mcp_server, agent):
+    _, client = agent
+    paragraphs = "".join(ow.w_paragraph(f"Line {n}: " + secrets_text(n)) for n in range(900))
+    document = ow.docx(paragraphs, title="Big memo")
+    encoded = base64.b64encode(document).decode()
+    assert len(encoded) > 128 * 1024  # past SIFT_MAX_REQUEST_BYTES: only an upload may be this large
+    result = call(
+        mcp_server.url, client.raw_key, "read", {"content": encoded, "media_type": "", "max_chars": 5000}
+    )
+    assert not result.is_error, result
+    body = result.structured_content
+    assert body["title"] == "Big memo"
+    assert body["content"].startswith("Line 0: ")
+    assert body["url"] == "sha256:" + hashlib.sha256(document).hexdigest()
+    assert "next_cursor" in body
+    assert result.content[1].text == body["content"]
+
+
+def secrets_text(seed: int) -> str:
+    """Words that do not compress away, so the document stays large once zipped."""
+    return " ".join(hashlib.sha256(f"{seed}-{i}".encode()).hexdigest()[:12] for i in range(20))

@@ -31,7 +31,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.mcp]
 
 # Each held call fetches a URL the upstream answers only when the test lets it.
 HELD = "/held"
-MAX_BODY = 128 * 1024
+# The largest body of the module's mcp process: a document of SIFT_UPLOAD_MAX_BYTES (set small
+# below) in base64, for the tool read, beside a request body's 128 KiB.
+UPLOAD_MAX_BYTES = 48 * 1024
+MAX_BODY = (UPLOAD_MAX_BYTES + 2) // 3 * 4 + 128 * 1024
 STREAM_ACCEPT = {"Accept": "application/json, text/event-stream"}
 JSON_HEADERS = {"Content-Type": "application/json", **STREAM_ACCEPT}
 MODERN = "2026-07-28"
@@ -89,7 +92,12 @@ def deployment_in(tmp_path: Path, **env: str) -> Deployment:
     return Deployment(
         tmp_path,
         # A caller's fetch shares are not the bound under test: let every held call fetch.
-        {"SIFT_FETCH_ALLOW_CIDRS": "127.0.0.1/32", "SIFT_FETCH_PER_CALLER": "16", **env},
+        {
+            "SIFT_FETCH_ALLOW_CIDRS": "127.0.0.1/32",
+            "SIFT_FETCH_PER_CALLER": "16",
+            "SIFT_UPLOAD_MAX_BYTES": str(UPLOAD_MAX_BYTES),
+            **env,
+        },
     )
 
 

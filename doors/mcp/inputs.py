@@ -22,6 +22,7 @@ from doors.rest.schemas import SchemaFrom, targets_schema
 from fetch.discovery.map_options import map_option_schemas
 from fetch.limits import MAX_URL_CHARS
 from fetch.options import option_schemas, without_null
+from fetch.targets import SITE_OPTIONS
 
 
 class ToolArguments(BaseModel):
@@ -113,6 +114,36 @@ def fetch_description() -> str:
 def fetch_arguments() -> dict[str, Any]:
     """A target's URL and, beside it, its options (a null is "not given")."""
     return _object({"url": url_schema(), **option_schemas()}, ("url",))
+
+
+def read_description() -> str:
+    limit = settings.SIFT_UPLOAD_MAX_BYTES
+    return (
+        "Read a document you hold (not on the web) and get it back ready to read, as fetch answers a "
+        "URL: an office document (DOCX, XLSX, PPTX, ODT, ODS, ODP), an EPUB book, a PDF, RTF, CSV, "
+        "a feed, HTML, JSON or text, as Markdown. Send its bytes in base64 as content, with its "
+        "media_type (else the bytes say what it is) and, optionally, its file name (a .csv name "
+        "reads a table). The options are fetch's, but render, max_age, recover and robots, which "
+        "need a site; pages chooses PDF pages, slides, sheets or chapters. Nothing you send is "
+        "stored: for the next slice of a long document send the same content again with cursor. "
+        f"At most {limit} bytes before base64; {settings.SIFT_UPLOADS_PER_CALLER} of your uploads "
+        "at once."
+    )
+
+
+def read_arguments() -> dict[str, Any]:
+    """The document in base64, its media type and name, and the options that need no site."""
+    document = {
+        "content": {"type": "string", "minLength": 1, "description": "The document's bytes, in base64."},
+        "media_type": {
+            "type": "string",
+            "maxLength": 255,
+            "description": "Its media type, e.g. application/pdf; sniffed from the bytes when left out.",
+        },
+        "name": {"type": "string", "maxLength": 255, "description": "Its file name, e.g. prices.csv."},
+    }
+    options = {name: schema for name, schema in option_schemas().items() if name not in SITE_OPTIONS}
+    return _object({**document, **options}, ("content",))
 
 
 def map_description() -> str:

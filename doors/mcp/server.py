@@ -34,7 +34,7 @@ from batch.errors import Refusal, Refused
 from batch.models import ApiKey
 from doors.auth import caller_for_key
 from doors.mcp import progress, tasks, tools
-from doors.middleware import replay, request_body, send_refusal
+from doors.middleware import replay, request_body, send_refusal, upload_share
 from fetch.outcomes import RetryAfter
 
 PATH = "/mcp"
@@ -124,7 +124,7 @@ def _streamable(*, json_response: bool) -> Starlette:
         json_response=json_response,
         stateless_http=True,
         # The key gate refuses larger bodies first, with the error envelope.
-        max_request_body_size=settings.SIFT_MAX_REQUEST_BYTES,
+        max_request_body_size=upload_body_limit(),
         # The key gate checks Host against ALLOWED_HOSTS, as Django does for the web process.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
@@ -211,8 +211,8 @@ class KeyGate:
             return
         try:
             caller = await self._admit(scope)
-            with self.in_flight.hold(caller.pk):
-                body = await request_body(scope, receive)
+            with self.in_flight.hold(caller.pk), _large_body_share(scope, caller.pk) as limit:
+                body = await request_body(scope, receive, limit=limit)
                 if body is not None:  # None: the client went away while sending it
                     app = self.streaming if asks_for_progress(scope, body) else self.app
                     await app({**scope, CALLER: caller}, replay(body, receive), send)
@@ -255,6 +255,24 @@ class KeyGate:
                 "POST each JSON-RPC message; this server opens no event streams and keeps no sessions.",
             )
         return caller
+
+
+def upload_body_limit() -> int:
+    """The largest body: a document of ``SIFT_UPLOAD_MAX_BYTES`` in base64 (the tool read), with
+    room for the JSON-RPC message around it."""
+    return (settings.SIFT_UPLOAD_MAX_BYTES + 2) // 3 * 4 + settings.SIFT_MAX_REQUEST_BYTES
+
+
+@contextmanager
+def _large_body_share(scope: Scope, caller_id: int) -> Iterator[int]:
+    """The body limit of this request: ``SIFT_MAX_REQUEST_BYTES``, or an upload's while it holds
+    one of the caller's upload shares (a body declared larger, or of no declared length)."""
+    declared = Headers(scope=scope).get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) <= settings.SIFT_MAX_REQUEST_BYTES:
+        yield settings.SIFT_MAX_REQUEST_BYTES
+        return
+    with upload_share(caller_id):
+        yield upload_body_limit()
 
 
 def _caller_for_key(raw_key: str) -> ApiKey | None:

@@ -9,6 +9,8 @@ caps, the guard, the gate and the cache are the ones ``/v1`` uses.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import time
@@ -18,6 +20,7 @@ from functools import cache, partial
 from typing import Any
 
 import mcp_types as types
+from django.conf import settings
 from django.db import close_old_connections
 from ninja import Schema
 from pydantic import ValidationError
@@ -28,17 +31,25 @@ from batch.models import ApiKey
 from batch.summaries import job_summary
 from doors.auth import ensure_batch_enabled
 from doors.callbacks import validate_callback_url
-from doors.direct import fetch_for, map_for
+from doors.direct import fetch_for, map_for, read_for
 from doors.errors import fetch_error_body, refusal_body
 from doors.idempotency import validate_idempotency_key
 from doors.mcp import inputs
+from doors.rest.envelope import FetchEnvelope
 from doors.rest.map_schemas import MapAnswer
-from doors.rest.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut
-from doors.validation import validate_map, validate_target, validate_targets
+from doors.rest.schemas import JobOut, JobPage, JobSummary, SubmitOut
+from doors.validation import (
+    refuse_site_option,
+    validate_map,
+    validate_target,
+    validate_targets,
+    validate_upload_options,
+)
 from fetch.discovery.map_options import MapRequest
+from fetch.documents.uploads import Upload
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
-from fetch.targets import Target, printable
+from fetch.targets import SITE_OPTIONS, Target, TargetOptions, printable
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +123,41 @@ def map_site(caller: ApiKey, request: MapRequest) -> dict[str, Any]:
     return _shaped(MapAnswer, map_for(caller, request))
 
 
+_DOCUMENT_ARGUMENTS = ("content", "media_type", "name")
+
+
+def read_request(arguments: dict[str, Any]) -> tuple[Upload, TargetOptions]:
+    """The document (base64 content, media type, name) and the options beside it, validated as
+    ``/v1/read`` validates them; a document over ``SIFT_UPLOAD_MAX_BYTES`` is ``too_large``."""
+    site = sorted(set(arguments) & set(SITE_OPTIONS))
+    if site:
+        raise refuse_site_option(site[0], flat=True)
+    texts = {name: arguments.get(name, "") for name in _DOCUMENT_ARGUMENTS}
+    wrong = next((name for name, value in texts.items() if not isinstance(value, str)), None)
+    if wrong is not None or not texts["content"]:
+        field = wrong or "content"
+        raise Refused(Refusal.INVALID_REQUEST, f"{field}: a string is needed", ARGUMENTS_HINT)
+    limit = settings.SIFT_UPLOAD_MAX_BYTES
+    if len(texts["content"]) > (limit + 2) // 3 * 4 + 4:
+        raise Refused(
+            Refusal.TOO_LARGE, f"the document is larger than {limit} bytes", "Send a smaller document."
+        )
+    try:
+        body = base64.b64decode(texts["content"], validate=True)
+    except (binascii.Error, ValueError):
+        raise Refused(
+            Refusal.INVALID_REQUEST, "content: not base64", "Send the document's bytes in base64."
+        ) from None
+    options = {name: value for name, value in arguments.items() if name not in _DOCUMENT_ARGUMENTS}
+    return Upload(body, texts["media_type"][:255], texts["name"][:255]), validate_upload_options(
+        options, flat=True
+    )
+
+
+def read_document(caller: ApiKey, request: tuple[Upload, TargetOptions]) -> dict[str, Any]:
+    return _shaped(FetchEnvelope, read_for(caller, *request))
+
+
 def validated(model: type[inputs.ToolArguments], arguments: dict[str, Any]) -> dict[str, Any]:
     """The arguments as ``model`` takes them, defaults filled in; or ``invalid_request`` naming the
     first one refused in pydantic's words, as django-ninja refuses the REST API's parameters."""
@@ -165,6 +211,16 @@ TOOLS = {
             output=FetchEnvelope,
             run=fetch,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=True),
+            needs_batch=False,
+        ),
+        Tool(
+            name="read",
+            describe=inputs.read_description,
+            arguments=inputs.read_arguments,
+            check=read_request,
+            output=FetchEnvelope,
+            run=read_document,
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
             needs_batch=False,
         ),
         Tool(
@@ -291,7 +347,7 @@ def as_result(tool: Tool, outcome: CallResult) -> types.CallToolResult:
             content=[types.TextContent(text=text)], structured_content=outcome.body, is_error=True
         )
     pictures: list[types.ImageContent] = []
-    if tool.name == "fetch":
+    if tool.name in ("fetch", "read"):
         meta = {k: v for k, v in outcome.body.items() if k != "content"}
         picture = meta.pop("screenshot", None)
         if picture is not None:

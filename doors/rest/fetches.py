@@ -13,8 +13,9 @@ from ninja import Query, Router
 from batch.errors import Refusal, Refused
 from doors.auth import KeyAuth, caller_of
 from doors.direct import fetch_for
+from doors.rest.envelope import FetchEnvelope
 from doors.rest.openapi import error_responses
-from doors.rest.schemas import BODY_ONLY, FetchEnvelope, FetchQuery, TargetIn
+from doors.rest.schemas import BODY_ONLY, FetchQuery, TargetIn
 from doors.validation import validate_target
 
 FETCH_ERRORS = error_responses(400, 401, 403, 409, 415, 422, 429, 500, 502, 504)

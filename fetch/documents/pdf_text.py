@@ -37,9 +37,9 @@ def pdf_text(body: bytes, page_ranges: tuple[PageRange, ...] | None, *, max_char
     """Pages of ``body`` (all, or those of ``page_ranges``), each headed ``## Page N``.
 
     Raises ``FetchError``: ``invalid_request`` for a page range past the end (the hint names the
-    page count), ``unsupported`` for a damaged or encrypted file, ``too_long`` for text over
-    ``max_chars``, ``filter_timeout`` when PDFium runs out of time, ``memory_limit`` when it runs
-    out of memory.
+    page count), ``encrypted`` for a file that needs a password, ``unsupported`` for a damaged
+    one, ``too_long`` for text over ``max_chars``, ``filter_timeout`` when PDFium runs out of
+    time, ``memory_limit`` when it runs out of memory.
     """
     cpu_seconds = PDF_CPU_SECONDS + PDF_CPU_SECONDS_PER_MIB * len(body) / (1 << 20)
     sandbox = get_sandbox()
@@ -66,6 +66,8 @@ def pdf_text(body: bytes, page_ranges: tuple[PageRange, ...] | None, *, max_char
             f"pages asks for pages past the end of the document, which has {total} pages",
             f"The document has {total} pages: ask for pages between 1 and {total}.",
         )
+    if error == "pdf_invalid" and "password" in str(reply.get("message", "")).lower():
+        raise FetchError(Outcome.ENCRYPTED, "the PDF is protected by a password", Outcome.ENCRYPTED.hint)
     if error == "pdf_invalid":
         raise FetchError(
             Outcome.UNSUPPORTED,

@@ -40,6 +40,11 @@ TEXTUAL_APPLICATION_TYPES = frozenset(
 )
 BINARY_TOP_LEVEL = frozenset({"image", "audio", "video", "font", "model"})
 
+# An OLE compound file: an old Office document, or a new one encrypted with a password (its
+# package then sits in a stream named EncryptedPackage).
+_COMPOUND_FILE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
+_ZIP = b"PK\x03\x04"
 # First bytes of formats sift cannot turn into text, whatever they are declared as.
 _MAGIC: tuple[tuple[int, bytes, str], ...] = (
     (0, b"\x89PNG\r\n\x1a\n", "a PNG image"),
@@ -56,7 +61,6 @@ _MAGIC: tuple[tuple[int, bytes, str], ...] = (
     (0, b"fLaC", "a FLAC audio file"),
     (0, b"ID3", "an MP3 audio file"),
     (0, b"\x1a\x45\xdf\xa3", "a Matroska/WebM media file"),
-    (0, b"PK\x03\x04", "a ZIP archive (or an Office document)"),
     (0, b"PK\x05\x06", "a ZIP archive"),
     (0, b"\x1f\x8b", "a gzip archive"),
     (0, b"\xfd7zXZ\x00", "an xz archive"),
@@ -74,12 +78,33 @@ _MAGIC: tuple[tuple[int, bytes, str], ...] = (
     (0, b"wOF2", "a web font"),
     (0, b"OTTO", "a font"),
     (0, b"SQLite format 3\x00", "an SQLite database"),
-    (0, b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old Office document"),
+    (0, _COMPOUND_FILE, "an old Office document (DOC, XLS, PPT)"),
 )
 GENERIC_TYPES = frozenset(
     {"", "application/octet-stream", "binary/octet-stream", "application/unknown", "application/download"}
 )
 PDF_TYPES = frozenset({"application/pdf", "application/x-pdf"})
+FEED_TYPES = frozenset(
+    {"application/rss+xml", "application/atom+xml", "application/rdf+xml", "application/feed+xml"}
+)
+XML_TYPES = frozenset({"application/xml", "text/xml"})
+RTF_TYPES = frozenset({"application/rtf", "text/rtf", "application/x-rtf", "text/richtext"})
+DELIMITED_TYPES = {
+    "text/csv": "csv",
+    "application/csv": "csv",
+    "text/x-csv": "csv",
+    "text/comma-separated-values": "csv",
+    "text/tab-separated-values": "tsv",
+}
+# Read by the document readers in the sandbox (``documents.formats``): zip archives (office
+# documents and books), RTF, feeds and delimited tables.
+DOCUMENT_KINDS = frozenset({"zip", "rtf", "feed", "csv", "tsv"})
+# The root element of a feed, after the XML declaration, comments, processing instructions and
+# a document type; an Atom feed's root names the Atom namespace.
+_FEED_ROOT = re.compile(
+    rb"(?:\xef\xbb\xbf)?\s*(?:(?:<\?[^>]{0,500}\?>|<!--(?:[^-]|-[^-]){0,2000}-->|<!DOCTYPE[^>\[]{0,500}(?:\[[^\]]{0,1000}\]\s*)?>)\s*){0,20}"
+    rb"<(?:rss[\s>]|rdf:RDF[\s>]|feed[^>]{0,1000}http://www\.w3\.org/2005/Atom)"
+)
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),
@@ -102,7 +127,10 @@ _META_TAG = re.compile(rb"<meta[^>]*", re.IGNORECASE)
 # Possessive spaces: with plain ones, "charset=" and a long run of spaces backtracks quadratically.
 _META_CHARSET = re.compile(rb"""charset\s*+=\s*+["']?\s*+([a-zA-Z0-9_:.\-]+)""", re.IGNORECASE)
 _XML_ENCODING = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([a-zA-Z0-9_.\-]+)""", re.IGNORECASE)
-UNSUPPORTED_HINT = "sift reads HTML, PDF, JSON and text; look for an HTML or PDF version of this resource."
+UNSUPPORTED_HINT = (
+    "sift reads HTML, PDF, JSON, text, office documents (DOCX, XLSX, PPTX, ODT, ODS, ODP), EPUB, RTF, CSV "
+    "and feeds; look for a version of this resource in one of them."
+)
 
 
 def media_type(declared_type: str) -> str:
@@ -153,15 +181,15 @@ def _unsupported(what: str) -> FetchError:
     )
 
 
-def sniff_kind(body: bytes, declared_type: str, charset: str | None = None) -> str:
-    """``"html"``, ``"pdf"``, ``"json"`` or ``"text"``; ``FetchError(Outcome.UNSUPPORTED)`` otherwise."""
+def sniff_kind(body: bytes, declared_type: str, charset: str | None = None, *, name: str = "") -> str:
+    """``"html"``, ``"pdf"``, ``"json"``, ``"text"`` or one of ``DOCUMENT_KINDS``;
+    ``FetchError(Outcome.UNSUPPORTED)`` (or ``ENCRYPTED``) otherwise. ``name`` is the URL's path
+    or the upload's file name: a table is read from a ``.csv`` or ``.tsv`` file served as text."""
     head = body[:1445]
     declared = media_type(declared_type)
-    # Readers accept "%PDF-" anywhere in the first KiB; only trust that when nothing says "text".
-    if head.lstrip().startswith(b"%PDF-") or (
-        declared in PDF_TYPES | GENERIC_TYPES and b"%PDF-" in body[:1024]
-    ):
-        return "pdf"
+    container = _container_kind(body, declared)
+    if container is not None:
+        return container
     binary = _binary_format(head, charset)
     if binary is not None:
         raise _unsupported(binary)
@@ -179,12 +207,60 @@ def sniff_kind(body: bytes, declared_type: str, charset: str | None = None) -> s
         return "json" if _starts_like_json(head) else "html"
     if declared in JSON_TYPES or declared.endswith("+json"):
         return "json"
-    if top_level == "text" or declared in TEXTUAL_APPLICATION_TYPES or declared.endswith("+xml"):
+    return _document_kind(head, declared, name) or _textual_kind(head, declared)
+
+
+def _textual_kind(head: bytes, declared: str) -> str:
+    """Text as declared; a generic or unknown type (octet-stream, none) decided from the bytes."""
+    if (
+        declared.split("/", 1)[0] == "text"
+        or declared in TEXTUAL_APPLICATION_TYPES
+        or declared.endswith("+xml")
+    ):
         return "text"
-    # Generic or unknown type (octet-stream, none, a mislabelled PDF): decide from the bytes.
     if _HTML_START.match(head):
         return "html"
     return "json" if _starts_like_json(head) else "text"
+
+
+def _container_kind(body: bytes, declared: str) -> str | None:
+    """``zip`` (an office document or a book: the reader tells which from its members) or
+    ``pdf`` by the first bytes; ``encrypted`` for an office file encrypted with a password."""
+    head = body[:1445]
+    if head.startswith(_ZIP):
+        return "zip"
+    if head.startswith(_COMPOUND_FILE) and _ENCRYPTED_PACKAGE in body:
+        raise FetchError(
+            Outcome.ENCRYPTED,
+            "the document is an office file encrypted with a password",
+            Outcome.ENCRYPTED.hint,
+        )
+    # Readers accept "%PDF-" anywhere in the first KiB; only trust that when nothing says "text".
+    if head.lstrip().startswith(b"%PDF-") or (
+        declared in PDF_TYPES | GENERIC_TYPES and b"%PDF-" in body[:1024]
+    ):
+        return "pdf"
+    return None
+
+
+def _document_kind(head: bytes, declared: str, name: str) -> str | None:
+    """A feed, an RTF file or a delimited table, by its declared type, its name and its first
+    bytes; None for anything else. What is declared ``text/plain`` stays text, except a table
+    whose name says it is one."""
+    suffix = name.lower().rsplit(".", 1)[-1] if "." in name[-5:] else ""
+    if declared in DELIMITED_TYPES:
+        return DELIMITED_TYPES[declared]
+    if suffix in ("csv", "tsv") and (declared == "text/plain" or declared in GENERIC_TYPES):
+        return suffix
+    if declared == "text/plain":
+        return None
+    if (declared in FEED_TYPES | XML_TYPES | GENERIC_TYPES or declared.endswith("+xml")) and _FEED_ROOT.match(
+        head
+    ):
+        return "feed"
+    if head.startswith(b"{\\rtf") and (declared in RTF_TYPES | GENERIC_TYPES or suffix == "rtf"):
+        return "rtf"
+    return None
 
 
 def _embedded_encoding(head: bytes) -> Encoding | None:

@@ -1,4 +1,4 @@
-"""The sandbox's child process: PDF text, jq and HTML extraction on untrusted bytes, under limits.
+"""The sandbox's child process: PDF text, jq, HTML extraction and documents on untrusted bytes, under limits.
 
 ``fetch.sandbox.pool`` starts this file as a script (``python -I child.py MEMORY``, with
 an empty environment, ``/`` as its working directory and no file descriptor but its pipes) and
@@ -317,6 +317,8 @@ OPS: dict[str, Callable[[dict[str, Any], bytes], Reply]] = {
     # Sitemaps and a page's links, for /v1/map (sitemap_parse.py).
     "sitemap": lambda header, payload: _fetch_module("discovery.sitemap_parse").sitemap(header, payload),
     "links": lambda header, payload: _fetch_module("discovery.sitemap_parse").links(header, payload),
+    # Office documents, books, feeds, CSV and RTF (documents/formats.py), imported on first use.
+    "document": lambda header, payload: _fetch_module("documents.formats").read_document(header, payload),
 }
 
 

@@ -1,0 +1,161 @@
+"""A workbook (XLSX, Office Open XML) as Markdown: each sheet a part headed by its number and name,
+its cells a table (the first row its header), dates written as dates.
+
+Only the sheets asked for are read, a row at a time (``archive.children_of``): a large sheet is
+never held whole, and its text stops at the budget. The sandbox child runs this: standard
+library and lxml only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from fetch.documents.archive import Archive, Element, children_of, parse, unreadable
+from fetch.documents.blocks import Writer
+from fetch.documents.ooxml import core_title, part_path, relationships
+
+S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
+_COLUMN = re.compile(r"^([A-Z]{1,3})")
+# The most columns a row is widened to: Excel's own limit.
+MAX_COLUMNS = 16_384
+# Built-in number formats that show a date (ECMA-376, 18.8.30), and a custom format's date codes
+# outside quotes and brackets.
+_DATE_FORMATS = frozenset({14, 15, 16, 17, 18, 19, 20, 21, 22, 45, 46, 47})
+_DATE_CODE = re.compile(r"[dmyhs]", re.IGNORECASE)
+_QUOTED = re.compile(r'"[^"]*"|\[[^\]]*\]|\\.')
+_EPOCH = datetime(1899, 12, 30)
+_T, _V = f"{S}t", f"{S}v"
+
+
+def sheets(archive: Archive) -> tuple[str, list[tuple[str, str]]]:
+    """The workbook's path and its sheets in order, each as (name, path)."""
+    main = part_path(archive, "xl/workbook.xml", "officeDocument")
+    if not archive.has(main):
+        raise unreadable("the workbook has no sheet list")
+    links = relationships(archive, main)
+    listed = parse(archive.open(main)).find(f"{S}sheets")
+    found = [
+        (sheet.get("name", ""), links.get(sheet.get(f"{R}id", ""), ""))
+        for sheet in ([] if listed is None else listed)
+    ]
+    return main, [(name, path) for name, path in found if archive.has(path)]
+
+
+def read_xlsx(archive: Archive, writer: Writer, wanted: Callable[[int], list[int]]) -> tuple[str | None, int]:
+    """Write the sheets ``wanted(total)`` chooses; the title and the number of sheets."""
+    main, listed = sheets(archive)
+    chosen = wanted(len(listed))
+    strings = _shared_strings(archive, main) if chosen else []
+    dates = _date_styles(archive, main) if chosen else frozenset()
+    for number in chosen:
+        name, path = listed[number - 1]
+        writer.part(number, f"Sheet {number}: {name}" if name else f"Sheet {number}")
+        rows = _rows(archive, path, strings, dates, writer)
+        writer.table(rows)
+    return core_title(archive), len(listed)
+
+
+def _shared_strings(archive: Archive, main: str) -> list[str]:
+    path = next((p for p in relationships(archive, main).values() if p.endswith("sharedStrings.xml")), "")
+    if not archive.has(path):
+        return []
+    # An item's text is its own <t> or its rich runs' (a phonetic guide, <rPh>, is not its text).
+    return [_item_text(item) for item in children_of(archive.open(path), f"{S}sst", tag=f"{S}si")]
+
+
+def _item_text(item: Element) -> str:
+    first = item[0] if len(item) else None
+    if first is not None and first.tag == f"{S}t" and len(item) == 1:
+        return str(first.text or "")
+    return "".join(t.text or "" for t in item.iterchildren(f"{S}t", f"{S}r") for t in _run_texts(t))
+
+
+def _run_texts(element: Element) -> list[Element]:
+    return [element] if element.tag == f"{S}t" else list(element.iterchildren(f"{S}t"))
+
+
+def _date_styles(archive: Archive, main: str) -> frozenset[int]:
+    """Indices of the cell styles whose number format shows a date."""
+    path = next((p for p in relationships(archive, main).values() if p.endswith("styles.xml")), "")
+    if not archive.has(path):
+        return frozenset()
+    root = parse(archive.open(path))
+    custom = {
+        int(fmt.get("numFmtId", "-1")): _QUOTED.sub("", fmt.get("formatCode", ""))
+        for fmt in root.iter(f"{S}numFmt")
+        if fmt.get("numFmtId", "").isdigit()
+    }
+    styles = root.find(f"{S}cellXfs")
+    if styles is None:
+        return frozenset()
+    dated = set()
+    for index, style in enumerate(styles.findall(f"{S}xf")):
+        number = int(style.get("numFmtId", "0")) if style.get("numFmtId", "0").isdigit() else 0
+        if number in _DATE_FORMATS or (number in custom and _DATE_CODE.search(custom[number])):
+            dated.add(index)
+    return frozenset(dated)
+
+
+def _rows(
+    archive: Archive, path: str, strings: list[str], dates: frozenset[int], writer: Writer
+) -> list[list[str]]:
+    rows: list[list[str]] = []
+    size = 0
+    for row in children_of(archive.open(path), f"{S}sheetData", tag=f"{S}row"):
+        cells: list[str] = []
+        for cell in row.iter(f"{S}c"):
+            column = _column(cell.get("r", ""), len(cells))
+            if column >= MAX_COLUMNS:
+                continue
+            text = _cell_text(cell, strings, dates)
+            if not text:
+                continue
+            cells.extend([""] * (column - len(cells)))
+            cells.append(text)
+            size += len(text) + 3
+            writer.budget.check(size)
+        if cells:
+            rows.append(cells)
+    return rows
+
+
+def _column(reference: str, next_column: int) -> int:
+    """The 0-based column of a cell reference (``"C7"`` → 2); the next one where it has none."""
+    match = _COLUMN.match(reference)
+    if match is None:
+        return next_column
+    number = 0
+    for letter in match[1]:
+        number = number * 26 + ord(letter) - 64
+    return number - 1
+
+
+def _cell_text(cell: Element, strings: list[str], dates: frozenset[int]) -> str:
+    kind = cell.get("t")
+    if kind == "inlineStr":
+        return "".join(t.text or "" for t in cell.iter(_T))
+    raw = (cell.findtext(_V) or "").strip()
+    if not raw:
+        return ""
+    if kind == "s":
+        index = int(raw) if raw.isdigit() else -1
+        return strings[index] if 0 <= index < len(strings) else ""
+    if kind == "b":
+        return "TRUE" if raw == "1" else "FALSE"
+    style = cell.get("s")
+    if dates and kind in (None, "n") and style is not None and style.isdigit() and int(style) in dates:
+        return _date(raw)
+    return str(raw)
+
+
+def _date(serial: str) -> str:
+    """A date serial as ISO 8601 (a date alone when it has no time of day)."""
+    try:
+        moment = _EPOCH + timedelta(days=float(serial))
+    except (ValueError, OverflowError):
+        return serial
+    moment = moment.replace(microsecond=0) + timedelta(seconds=round(moment.microsecond / 1e6))
+    return moment.date().isoformat() if moment.time() == datetime.min.time() else moment.isoformat(sep=" ")
