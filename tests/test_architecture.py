@@ -52,7 +52,7 @@ def test_the_map_names_no_module_that_does_not_exist():
             assert (ROOT / package / name).exists(), gone
 
 
-def test_the_render_process_imports_only_the_standard_library_playwright_and_itself():
+def test_the_render_process_imports_only_the_standard_library_playwright_itself_and_its_log_lines():
     """It runs with no secret and no route (docs/rendering.md): no Django, nothing of sift."""
     for name in ("render/server.py", "render/tab.py"):
         tree = ast.parse((ROOT / "fetch" / name).read_text())
@@ -64,6 +64,6 @@ def test_the_render_process_imports_only_the_standard_library_playwright_and_its
             for module in imported
             if module.split(".")[0] not in sys.stdlib_module_names
             and module.split(".")[0] != "playwright"
-            and module != "fetch.render.tab"
+            and module not in ("fetch.render.tab", "sift_site.log_lines")
         }
         assert foreign == set(), f"fetch/{name} imports {foreign}"

@@ -12,6 +12,7 @@ render starts a new one.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import socket
@@ -24,13 +25,14 @@ from typing import Any
 from django.conf import settings
 
 from capacity.slots import SlotTable
-from fetch import client, gate, limits
+from fetch import client, gate, limits, metrics
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.outcomes import Outcome, RetryAfter
 from fetch.render.server_process import START_SECONDS, RenderCrashed, connect, stop_server
 from fetch.sandbox.proctree import tree_over
 
+logger = logging.getLogger(__name__)
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 POLL_SECONDS = 0.25
 # A page's subrequests fetched at once, each through the guard, per render.
@@ -82,8 +84,23 @@ def render(document: client.Download) -> str:
 
     It ends within ``START_SECONDS`` (reaching a render process, started if need be, and its
     browser ready), ``SIFT_RENDER_TIMEOUT`` (the render) and, past either, the stop of the render
-    process (``limits.RENDER_STOP_SECONDS``): the render slot's lease counts on it.
+    process (``limits.RENDER_STOP_SECONDS``): the render slot's lease counts on it. Each render
+    is counted by its outcome, and each browser it stopped or found dead by why.
     """
+    try:
+        html = _render(document)
+    except RenderCrashed:
+        metrics.RENDERS.labels("crashed").inc()
+        metrics.BROWSER_RESTARTS.labels("crashed").inc()
+        raise
+    except FetchError as exc:
+        metrics.RENDERS.labels(exc.outcome.value).inc()
+        raise
+    metrics.RENDERS.labels("ok").inc()
+    return html
+
+
+def _render(document: client.Download) -> str:
     start_by = time.monotonic() + START_SECONDS
     conversation = _Conversation(*connect(start_by), start_by)
     try:
@@ -101,6 +118,9 @@ def render(document: client.Download) -> str:
     except FetchError as exc:
         if exc.outcome == Outcome.TIMEOUT or conversation.over_memory:
             stop_server()  # every process under the render process, and it too unless it is the line
+            reason = "memory" if conversation.over_memory else "timeout"
+            metrics.BROWSER_RESTARTS.labels(reason).inc()
+            logger.warning("render: the browser was stopped (%s); the next render starts it again", reason)
         raise
     finally:
         conversation.close()
