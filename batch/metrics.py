@@ -21,7 +21,15 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, ClusterHeartbeat, TargetStatus, WebhookDelivery
+from batch.models import (
+    BATCH_FINISHED,
+    LIVE_STATUSES,
+    BatchJob,
+    BatchTarget,
+    ClusterHeartbeat,
+    TargetStatus,
+    WebhookDelivery,
+)
 
 JOBS = Counter(
     "sift_batch_jobs", "Batch jobs by outcome: created, reused, done, partial, failed, cancelled", ["outcome"]
@@ -56,6 +64,11 @@ WEBHOOK_RETRIES = Counter(
 WEBHOOK_GIVEN_UP = Counter(
     "sift_webhook_given_up", "Webhook deliveries given up after SIFT_WEBHOOK_RETRY_FOR", ["event_type"]
 )
+
+# The webhook series exist from the start at 0 (as fetch/metrics.py's): a first give-up is then
+# an increase an alert sees.
+for _counter in (WEBHOOK_DELIVERIES, WEBHOOK_FAILURES, WEBHOOK_RETRIES, WEBHOOK_GIVEN_UP):
+    _counter.labels(BATCH_FINISHED)
 
 
 class QueueCollector(Collector):

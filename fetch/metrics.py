@@ -50,6 +50,16 @@ SANDBOX_KILLS = Counter(
     ["reason"],
 )
 
+# Every series an alert or the dashboard watches exists from the start at 0, in every process that
+# imports this module: a failure's first occurrence is then an increase (``increase()`` sees no
+# step from an absent series), and the series are there before anything failed.
+for _outcome in ("ok", "timeout", "memory_limit", "crashed"):
+    RENDERS.labels(_outcome)
+for _reason in ("timeout", "memory", "crashed"):
+    BROWSER_RESTARTS.labels(_reason)
+for _reason in ("filter_timeout", "memory_limit", "internal"):
+    SANDBOX_KILLS.labels(_reason)
+
 
 class CacheCollector(Collector):
     """The document cache's size and cap, read from the database when ``/metrics`` is scraped."""

@@ -42,6 +42,16 @@ class GunicornLines(Logger):
 logger_class = GunicornLines
 
 
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker gone: its share of the gauges summed over live processes (the sandbox children
+    busy) leaves ``/metrics`` with it (prometheus_client's multi-process mode)."""
+    from django.conf import settings  # noqa: PLC0415 — loaded in the master (--preload)
+    from prometheus_client import multiprocess  # noqa: PLC0415
+
+    if settings.SIFT_METRICS_DIR:
+        multiprocess.mark_process_dead(worker.pid, settings.SIFT_METRICS_DIR)
+
+
 def post_worker_init(worker: Any) -> None:
     threading.Thread(target=_warm_up_sandbox, name="sandbox-warm-up", daemon=True).start()
 

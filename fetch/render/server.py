@@ -275,6 +275,11 @@ async def main(path: str, idle_seconds: float, chromium: str, line_lock: int | N
     server.serves(starter)
     listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
     os.chmod(path, 0o600)
+    logger.debug(
+        "render process %d listening (%s)",
+        os.getpid(),
+        "the render line" if line_lock is not None else f"for {starter}",
+    )
     if line_lock is not None:
         os.close(line_lock)  # listening: starters may look now
     else:  # started for a render on its way: the browser starts while it comes, then a spare tab
