@@ -87,9 +87,7 @@ def test_every_query_of_the_dashboard_is_valid_promql(tmp_path):
 def deployment(django_db_blocker, tmp_path) -> Iterator[tuple[Deployment, int]]:
     with page_upstream(ARTICLE.encode(), "text/html; charset=utf-8") as page_port:
         with django_db_blocker.unblock():
-            running = Deployment(
-                tmp_path, {"SIFT_FETCH_ALLOW_CIDRS": "127.0.0.1/32", "SIFT_FETCH_ALLOW_PORTS": "0"}
-            )
+            running = Deployment(tmp_path, {"SIFT_FETCH_ALLOW_CIDRS": "127.0.0.1/32"})
         try:
             yield running, page_port
         finally:
@@ -101,8 +99,7 @@ def test_every_metric_the_dashboard_and_the_rules_use_is_served_once_each_door_w
     running, page_port = deployment
     _, key = ApiKey.issue("operator")
     with receiver() as hook:
-        ports = f"{page_port},{hook.server_address[1]}"
-        running.env["SIFT_FETCH_ALLOW_PORTS"] = ports
+        running.env["SIFT_FETCH_ALLOW_PORTS"] = f"{page_port},{hook.server_address[1]}"
         running.start_cluster()
         running.start_webhooks()
         running.start_procfile_web()
@@ -111,9 +108,12 @@ def test_every_metric_the_dashboard_and_the_rules_use_is_served_once_each_door_w
 
     status, body, _ = running.request("/metrics")
     assert status == 200
-    served = {
-        sample.name for family in text_string_to_metric_families(body.decode()) for sample in family.samples
-    }
+    samples = [
+        sample for family in text_string_to_metric_families(body.decode()) for sample in family.samples
+    ]
+    served = {sample.name for sample in samples}
+    doors = {sample.labels["door"] for sample in samples if sample.name == "sift_requests_total"}
+    assert doors == {"rest", "mcp"}
     wanted = metric_names()
     assert {"sift_requests_total", "sift_cluster_heartbeat_age_seconds", "sift_cache_bytes"} <= wanted
     assert sorted(wanted - served) == []
