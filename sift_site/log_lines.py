@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import logging.config
 import re
 import sys
 import uuid
@@ -74,6 +75,13 @@ class JsonLines(logging.Formatter):
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return json.dumps(line, default=str)
+
+
+def configure(config: dict[str, Any]) -> None:
+    """``settings.LOGGING_CONFIG``: Django's dictConfig, and warnings logged (``py.warnings``)
+    rather than printed, so that they are lines in the format too."""
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)
 
 
 def formatter(log_format: str) -> logging.Formatter:

@@ -297,6 +297,8 @@ SIFT_RENDER_NAMESPACE = env_bool("SIFT_RENDER_NAMESPACE", True)
 # also from the render process and the sandbox children, which are handed both values.
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", FORMATS)
 LOG_LEVEL = env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")).upper()
+# Django's dictConfig, then Python's warnings as log lines too (py.warnings), in the same format.
+LOGGING_CONFIG = "sift_site.log_lines.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

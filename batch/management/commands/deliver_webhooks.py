@@ -16,13 +16,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Tags
-from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from batch.engine.reconnect import database_went_away
 from batch.webhooks import delivery
 from capacity.pacing import Every
+from sift_site.long_running import LoggedChecksCommand
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ STOP_GRACE_SECONDS = 4.0
 CLEAN_UPS = Every(delivery.ATTEMPT_LEASE)
 
 
-class Command(BaseCommand):
+class Command(LoggedChecksCommand):
     help = (
         "Deliver due webhooks until SIGTERM or Ctrl-C: signed, within the senders' shares, retried "
         "with backoff (docs/webhooks.md). The Procfile's webhooks line; stops within 20 s."

@@ -4,14 +4,13 @@ import logging
 import os
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from fetch.render import renderer, server_process
+from sift_site.long_running import LoggedChecksCommand
 
 logger = logging.getLogger(__name__)
 
 
-class Command(BaseCommand):
+class Command(LoggedChecksCommand):
     help = (
         "Run the machine's render process in the foreground (the Procfile's render line): "
         "Playwright loaded once, the browser started by the first render and closed after "
