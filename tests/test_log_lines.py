@@ -21,6 +21,7 @@ from prometheus_client import REGISTRY
 
 from batch.models import ApiKey, ClusterHeartbeat
 from doors.edge import RequestEdge
+from fetch.render import renderer
 from sift_site.access_log import ProbesAtDebug
 from sift_site.log_lines import REQUEST_ID, JsonLines, concerning, request_id_from
 
@@ -175,7 +176,10 @@ def start_everything(deployment: Deployment) -> None:
     deployment.start_webhooks()
     deployment.start_procfile_web()
     deployment.start_mcp()
-    deployment.start_render_line()
+    if renderer.available():
+        deployment.start_render_line()
+    else:  # without Chromium the line only waits, never listening
+        deployment.start_procfile("render")
     wait_for(ClusterHeartbeat.objects.exists, 60, "the cluster's heartbeat")
 
 
@@ -248,4 +252,7 @@ def test_json_lines_come_from_every_process_and_name_the_request_or_the_job_and_
     assert any((line.get("job"), line.get("target")) == (driven.job_id, 0) for line in lines["cluster"])
     assert any(line.get("webhook", "").startswith("msg_") for line in lines["webhooks"])
     assert any(line["logger"] == "fetch.sandbox.child" for line in lines["web"])
-    assert any(line["logger"] == "fetch.render.server" for line in lines["render"])
+    if renderer.available():  # the render process's own lines, handed the format
+        assert any(line["logger"] == "fetch.render.server" for line in lines["render"])
+    else:  # the line only waits, and says so
+        assert any("no Chromium" in line["message"] for line in lines["render"])
