@@ -292,6 +292,7 @@ async def main(path: str, idle_seconds: float, chromium: str, line_lock: int | N
         with contextlib.suppress(OSError):
             os.unlink(path)
         await server.close()
+        logger.info("render process %d stopped", os.getpid())
 
 
 if __name__ == "__main__":
