@@ -3,21 +3,33 @@
 Counters and histograms are plain prometheus_client metrics; with ``PROMETHEUS_MULTIPROC_DIR``
 set (the Makefile and the Procfile environment set it) every process — gunicorn workers, cluster
 workers, ``deliver_webhooks`` — writes them to files in that directory and ``/metrics`` adds them
-up. Gauges that describe the queue and the webhooks' backlog are read from the database at scrape
-time instead, so they are right whichever process changed them and never drift when one dies.
+up. Gauges that describe the queue, the cluster's heartbeats and the webhooks' backlog are read
+from the database at scrape time instead, so they are right whichever process changed them and
+never drift when one dies.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from datetime import timedelta
 
-from django.db.models import Count, Min, Q, Sum
+from django.conf import settings
+from django.db.models import Count, Max, Min, Q, Sum
 from django.utils import timezone
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, TargetStatus, WebhookDelivery
+from batch.models import (
+    BATCH_FINISHED,
+    LIVE_STATUSES,
+    BatchJob,
+    BatchTarget,
+    ClusterHeartbeat,
+    TargetStatus,
+    WebhookDelivery,
+)
 
 JOBS = Counter(
     "sift_batch_jobs", "Batch jobs by outcome: created, reused, done, partial, failed, cancelled", ["outcome"]
@@ -53,6 +65,11 @@ WEBHOOK_GIVEN_UP = Counter(
     "sift_webhook_given_up", "Webhook deliveries given up after SIFT_WEBHOOK_RETRY_FOR", ["event_type"]
 )
 
+# The webhook series exist from the start at 0 (as fetch/metrics.py's): a first give-up is then
+# an increase an alert sees.
+for _counter in (WEBHOOK_DELIVERIES, WEBHOOK_FAILURES, WEBHOOK_RETRIES, WEBHOOK_GIVEN_UP):
+    _counter.labels(BATCH_FINISHED)
+
 
 class QueueCollector(Collector):
     """Queue and webhook backlog gauges computed from the database when ``/metrics`` is scraped."""
@@ -71,7 +88,35 @@ class QueueCollector(Collector):
         yield GaugeMetricFamily(
             "sift_batch_result_bytes", "Stored result bytes of all batch jobs", value=jobs["stored"] or 0
         )
+        yield GaugeMetricFamily(
+            "sift_batch_max_bytes",
+            "SIFT_BATCH_MAX_BYTES, the stored results' cap",
+            value=settings.SIFT_BATCH_MAX_BYTES,
+        )
+        yield from cluster_heartbeats()
         yield from webhook_backlog()
+
+
+# A cluster process that has not beaten for this long is counted as gone (as /healthz says).
+HEARTBEAT_FRESH = timedelta(minutes=1)
+
+
+def cluster_heartbeats() -> Iterator[Metric]:
+    now = timezone.now()
+    beats = ClusterHeartbeat.objects.aggregate(
+        last=Max("seen_at"), fresh=Count("pk", filter=Q(seen_at__gte=now - HEARTBEAT_FRESH))
+    )
+    last = beats["last"]
+    yield GaugeMetricFamily(
+        "sift_cluster_heartbeat_age_seconds",
+        "Seconds since a cluster worker process last wrote its heartbeat; +Inf when none ever did",
+        value=(now - last).total_seconds() if last else math.inf,
+    )
+    yield GaugeMetricFamily(
+        "sift_cluster_processes",
+        "Cluster worker processes that wrote a heartbeat within a minute",
+        value=beats["fresh"],
+    )
 
 
 def webhook_backlog() -> Iterator[Metric]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -16,11 +15,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, 
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from batch.errors import Refusal, error_json
-from batch.metrics import QueueCollector
+from batch.metrics import HEARTBEAT_FRESH, QueueCollector
 from batch.models import ClusterHeartbeat
+from fetch.metrics import CacheCollector
 from fetch.outcomes import Outcome
 
-CLUSTER_STALE_AFTER = timedelta(minutes=1)
+CLUSTER_STALE_AFTER = HEARTBEAT_FRESH
 
 
 @require_GET
@@ -36,7 +36,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Prometheus text: every process's counters (multi-process mode) and the queue gauges."""
+    """Prometheus text: every process's counters (multi-process mode), and the gauges read from the
+    database (queue, cluster, webhooks, cache)."""
     if settings.SIFT_METRICS_TOKEN and not _scrape_authorised(request, settings.SIFT_METRICS_TOKEN):
         response = error_json(
             Refusal.UNAUTHORIZED,
@@ -47,6 +48,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return response
     queue = CollectorRegistry()
     queue.register(QueueCollector())
+    queue.register(CacheCollector())
     if settings.SIFT_METRICS_DIR:
         MultiProcessCollector(queue, path=settings.SIFT_METRICS_DIR)
         body = generate_latest(queue)

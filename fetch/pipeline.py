@@ -31,7 +31,7 @@ from fetch.models import CachedDocument
 from fetch.outcomes import Outcome
 from fetch.politeness import host_turns, robots
 from fetch.render import renderer, server_process
-from fetch.sandbox import pool
+from fetch.sandbox import finish_line
 from fetch.targets import Target
 from fetch.wire import headers
 
@@ -287,7 +287,7 @@ def _raise_for_status(download: client.Download) -> None:
 def _extract(target: Target, source: Source, started: float) -> Extracted:
     download = source.download
     finish_by = max(time.monotonic() + EXTRACT_GRACE_SECONDS, started + float(settings.SIFT_FETCH_TIMEOUT))
-    with pool.finish_by(finish_by):
+    with finish_line.finish_by(finish_by):
         return extract(
             download.body,
             declared_type=download.content_type,

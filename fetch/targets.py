@@ -28,7 +28,7 @@ from fetch.options import (
     TargetOptions,
     shared_option_schemas,
 )
-from fetch.sandbox.child import compile_jq
+from fetch.sandbox.jq_program import compile_jq
 
 # The option types come from fetch.options; callers take them from here too, with the target.
 __all__ = [

@@ -22,10 +22,12 @@ os.environ.setdefault("SIFT_DATABASE_POOL", "true")
 
 django_application = get_asgi_application()  # sets Django up
 
+from doors.edge import RequestEdge  # noqa: E402 - needs Django set up
 from doors.middleware import BoundedRequests  # noqa: E402 - needs Django set up
 
-# Bodies are bounded, and answers must be taken in time, before a request thread is lent.
-application = BoundedRequests(RequestThreads(django_application))
+# Each request's id and its door's count first; bodies are bounded, and answers must be taken in
+# time, before a request thread is lent.
+application = RequestEdge(BoundedRequests(RequestThreads(django_application)))
 # gunicorn loads this module once and forks its workers from it (``--preload``): objects made so
 # far are left out of the garbage collector's passes, which would otherwise write to every page
 # holding them and so give each worker its own copy of pages it could share.

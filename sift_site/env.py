@@ -43,6 +43,15 @@ def env_str(name: str, default: str) -> str:
     return _raw(name) or default
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = _raw(name)
+    if value is None:
+        return default
+    if value.lower() not in choices:
+        raise _refuse(name, value, "one of " + ", ".join(choices))
+    return value.lower()
+
+
 def env_bool(name: str, default: bool) -> bool:
     value = _raw(name)
     if value is None:

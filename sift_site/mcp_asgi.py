@@ -15,6 +15,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 os.environ.setdefault("SIFT_DATABASE_POOL", "true")
 django.setup()
 
+from doors.edge import RequestEdge  # noqa: E402 - needs Django set up
 from doors.mcp.server import application as build_application  # noqa: E402 - needs Django set up
 
-application = build_application()
+application = RequestEdge(build_application())

@@ -17,6 +17,7 @@ from sift_site.env import (
     env_bearer_token,
     env_bool,
     env_bytes,
+    env_choice,
     env_duration,
     env_int,
     env_list,
@@ -25,6 +26,7 @@ from sift_site.env import (
     env_secret_key,
     env_str,
 )
+from sift_site.log_lines import FORMATS, QUIET_LIBRARIES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -301,13 +303,19 @@ SIFT_RENDER_IDLE = env_duration("SIFT_RENDER_IDLE", "2m")
 # fail-closed proxy alone).
 SIFT_RENDER_NAMESPACE = env_bool("SIFT_RENDER_NAMESPACE", True)
 
-# --- logging --------------------------------------------------------------------------------
+# --- logging (docs/operations.md, "Logs") ------------------------------------------------------
 
+# text: one human-readable line a record; json: one JSON object a line (sift_site/log_lines.py),
+# also from the render process and the sandbox children, which are handed both values.
+LOG_FORMAT = env_choice("LOG_FORMAT", "text", FORMATS)
+LOG_LEVEL = env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")).upper()
+# Django's dictConfig, then Python's warnings as log lines too (py.warnings), in the same format.
+LOGGING_CONFIG = "sift_site.log_lines.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "line": {"()": "sift_site.log_lines.formatter", "log_format": LOG_FORMAT},
     },
     "filters": {
         # 429 and 503 are back-pressure the API answers on purpose, with Retry-After; logging
@@ -317,18 +325,29 @@ LOGGING = {
             "callback": lambda record: getattr(record, "status_code", None) not in (429, 503),
         },
         "path_only": {"()": "sift_site.access_log.PathOnly"},
+        "probes_at_debug": {"()": "sift_site.access_log.ProbesAtDebug"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["not_back_pressure"]},
     },
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # These libraries name hosts and URLs, or chatter, in their messages; logs keep URLs out.
     "loggers": {
-        **{name: {"level": "ERROR"} for name in ("urllib3", "trafilatura", "htmldate", "courlan", "bm25s")},
-        # uvicorn's access lines, paths without query strings (sift_site/access_log.py). In the web
-        # process gunicorn's uvicorn worker then hands them to --access-logfile; in the mcp process
-        # they go on to uvicorn's own console handler.
-        "uvicorn.access": {"filters": ["path_only"], "propagate": True},
+        **{name: {"level": "ERROR"} for name in QUIET_LIBRARIES},
+        # uvicorn's own lines through sift's handler (the mcp process; gunicorn's uvicorn worker
+        # hands them to gunicorn's handlers, which sift_site/gunicorn_hooks.py formats alike).
+        "uvicorn": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
+        # Its access lines: paths without query strings, and scrapes of /metrics and /healthz at
+        # DEBUG (sift_site/access_log.py).
+        "uvicorn.access": {
+            "filters": ["path_only", "probes_at_debug"],
+            "level": LOG_LEVEL,
+            "propagate": True,
+        },
+        # django-q2 says at INFO every task it queues or runs and every schedule it fires: the
+        # cluster's own chatter, every minute with no work at all. sift logs the events that
+        # matter itself (jobs, targets, processes started and stopped).
+        "django-q": {"level": "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING"},
     },
 }
 

@@ -28,12 +28,15 @@ def test_the_web_lines_access_log_prints_the_path_and_not_the_query_string(deplo
 
     status, _, _ = deployment.request(f"/v1/fetch?url=https%3A%2F%2F{SECRET}.example%2F&max_age=0", "bad key")
     assert status == 401
+    status, _, _ = deployment.request(f"/v1/batch?{SECRET}=1", "bad key")
+    assert status == 401
     status, _, _ = deployment.request(f"/healthz?{SECRET}=1")
     assert status == 200
 
     log = deployment.log("web")  # a line is written before its response is sent
     assert '"GET /v1/fetch HTTP/1.1" 401' in log
-    assert log.count('"GET /healthz HTTP/1.1" 200') == 2  # the start-up's and this test's
+    assert '"GET /v1/batch HTTP/1.1" 401' in log
+    assert "/healthz" not in log  # health checks are DEBUG lines
     assert SECRET not in log
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
@@ -54,6 +55,10 @@ def jq(pool: Sandbox, program: str, *, cpu: float = 2, wall: float = 10, **overr
     return data.decode()
 
 
+def counted(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 def test_a_child_is_started_once_and_reused_by_the_next_call(sandbox: Sandbox) -> None:
     assert ping(sandbox) == ping(sandbox)
 
@@ -74,20 +79,25 @@ def test_a_runaway_program_ends_with_filter_timeout_and_a_new_child_serves_the_n
 
 
 def test_the_wall_deadline_ends_a_child_that_does_not_answer_in_time(sandbox: Sandbox) -> None:
+    kills = counted("sift_sandbox_kills_total", reason="filter_timeout")
     with pytest.raises(FetchError) as caught:
         jq(sandbox, "def f: f; f", cpu=60, wall=0.5)
 
     assert caught.value.outcome == "filter_timeout"
     assert "took longer than" in caught.value.message
     assert jq(sandbox, ".[0]") == "1"
+    assert counted("sift_sandbox_kills_total", reason="filter_timeout") == kills + 1
+    assert counted("sift_sandbox_children_busy") == 0
 
 
 def test_a_child_that_exhausts_its_memory_is_memory_limit_and_is_replaced() -> None:
     pool = Sandbox(children=1, memory_bytes=256 << 20)
+    kills = counted("sift_sandbox_kills_total", reason="memory_limit")
     try:
         before = ping(pool)
         with pytest.raises(FetchError) as caught:
             jq(pool, "[range(1e9)] | length", cpu=60, wall=60, memory_hint="Build less.")
+        assert counted("sift_sandbox_kills_total", reason="memory_limit") == kills + 1
 
         assert caught.value.outcome == "memory_limit"
         assert caught.value.http_status == 422

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from fetch.documents.json_text import json_text
 from fetch.errors import FetchError
 from fetch.sandbox import pool as sandbox_module
-from fetch.sandbox.child import MODULES_REFUSED, compile_jq, jq_without_modules
+from fetch.sandbox.jq_program import MODULES_REFUSED, compile_jq, jq_without_modules
 from fetch.sandbox.pool import Sandbox
 
 from .factories import LOOPBACK
@@ -261,9 +261,10 @@ def test_a_child_inherits_only_its_pipes_and_no_database_connection(secret_paren
         right.close()
 
     descriptors = reply["fds"]
-    assert sorted(descriptors) == ["0", "1", "2", "3"]
+    assert sorted(descriptors) == ["0", "1", "2", "3", "4"]
     assert descriptors["0"].startswith("pipe:")
     assert descriptors["3"].startswith("pipe:")  # the reply pipe, moved off stdout
+    assert descriptors["4"] == os.readlink("/proc/self/fd/2")  # its log lines, to this stderr
     assert (descriptors["1"], descriptors["2"]) == ("/dev/null", "/dev/null")
     assert reply["cwd"] == "/"
 

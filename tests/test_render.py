@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 from werkzeug import Request, Response
 
 from batch import jobs
@@ -128,11 +129,14 @@ def test_an_endless_script_times_out_within_the_render_timeout_and_the_next_rend
     httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
     httpserver.expect_request("/story.json").respond_with_json(STORY)
 
+    renders, restarts = counted("sift_render_renders_total", outcome="timeout"), restarted("timeout")
     started = time.monotonic()
     spun = _fetch(client, url=httpserver.url_for("/spin"), render="true")
     took = time.monotonic() - started
     after = _fetch(client, url=httpserver.url_for("/tides"), render="true")
 
+    assert counted("sift_render_renders_total", outcome="timeout") == renders + 1
+    assert restarted("timeout") == restarts + 1
     assert spun.status_code == 504, spun.content
     assert spun.json()["code"] == "timeout"
     assert took < 4 + 2 + 3  # the render timeout, its 2 s margin, and the plain fetch before it
@@ -173,14 +177,24 @@ def test_a_browser_over_the_render_memory_limit_is_killed_and_the_render_ends_me
     settings.SIFT_RENDER_MAX_MEMORY = 32 << 20  # less than any browser holds
     httpserver.expect_request("/tides").respond_with_data(SCRIPTED_PAGE, content_type="text/html")
     httpserver.expect_request("/story.json").respond_with_json(STORY)
+    memory_kills = restarted("memory")
 
     response = _fetch(client, url=httpserver.url_for("/tides"), render="true")
     children = set(server_process.running_pids())
 
+    assert restarted("memory") == memory_kills + 1  # the memory kills the alert counts
     assert response.status_code == 422, response.content
     assert response.json()["code"] == "memory_limit"
     assert response.json()["error"].startswith("the browser held more memory than a render may")
     assert children == set()  # the child and its tree were killed
+
+
+def counted(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def restarted(reason: str) -> float:
+    return counted("sift_render_browser_restarts_total", reason=reason)
 
 
 def _browser_pids() -> list[int]:

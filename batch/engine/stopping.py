@@ -65,6 +65,7 @@ def install(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     if _forking[0]:  # under run_cluster, not bare qcluster
         die_with_parent(signal.SIGTERM, _forking[0])
+    log.info("worker process %d started", os.getpid())
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

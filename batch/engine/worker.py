@@ -28,6 +28,7 @@ from capacity.pacing import Every
 from capacity.slots import ANYONE, SlotTable
 from fetch.outcomes import Outcome
 from fetch.targets import Target
+from sift_site.log_lines import concerning
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def claim_next_target(
         slot = after.slot if after is not None else WORKER_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
         claim = None if slot is None else _take_fairest_target(slot, now, after, keep_slot)
     if claim is not None:
-        log.info("job %s target %d claimed attempt=%d slot=%d", claim.job_id, claim.idx, claim.attempt, slot)
+        log.debug("job %s target %d claimed attempt=%d slot=%d", claim.job_id, claim.idx, claim.attempt, slot)
     return claim
 
 
@@ -250,7 +251,7 @@ def _retry_or_give_up(claim: Claim, busy: RetryLater) -> None:
     wait = max(asked, 0.0) if busy.host_turn else wait
     busy_since = F("busy_since") if busy.host_turn else Coalesce(F("busy_since"), Value(now))
     _give_back(claim, not_before=now + timedelta(seconds=wait), busy_since=busy_since)
-    log.info("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
+    log.debug("job %s target %d busy, retry in %.1fs", claim.job_id, claim.idx, wait)
 
 
 def _give_back(claim: Attempt, **changes: Any) -> int:
@@ -313,7 +314,8 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
                         break
                     time.sleep(IDLE_POLL_SECONDS)
                     continue
-                run_claim(claim, fetch)
+                with concerning(job=str(claim.job_id), target=claim.idx):
+                    run_claim(claim, fetch)
                 ran += 1
             except DATABASE_GONE as error:
                 if not database_went_away(error):

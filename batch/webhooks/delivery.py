@@ -33,6 +33,7 @@ from batch import metrics
 from batch.engine.reconnect import database_went_away, wait_for_database
 from batch.models import WebhookAttempt, WebhookClaimLock, WebhookDelivery
 from batch.webhooks.signing import signed_headers
+from sift_site.log_lines import concerning
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +312,8 @@ class Senders:
     def _attempt(self, claimed: Claimed) -> None:
         outcome = ""
         try:
-            answer = attempt(claimed, self._send)
+            with concerning(webhook=claimed.event_id):
+                answer = attempt(claimed, self._send)
             outcome = "delivered" if answer.delivered else "failed"
         except DatabaseError:
             log.warning(

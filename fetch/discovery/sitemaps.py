@@ -28,7 +28,7 @@ from fetch.errors import FetchError
 from fetch.limits import MAX_URL_CHARS
 from fetch.outcomes import Outcome
 from fetch.politeness import host_turns
-from fetch.sandbox import pool
+from fetch.sandbox import finish_line, pool
 from fetch.wire import decoding
 
 # The sitemaps protocol's own limits: 50 MB uncompressed and 50,000 URLs per file.
@@ -204,7 +204,7 @@ def _parse(op: str, body: bytes, budget: Budget, args: dict[str, object]) -> tup
         **args,
     }
     try:
-        with pool.finish_by(budget.deadline):
+        with finish_line.finish_by(budget.deadline):
             reply, data = pool.get_sandbox().run(
                 op,
                 header,

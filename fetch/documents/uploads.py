@@ -21,7 +21,7 @@ from fetch.answer import slices
 from fetch.errors import FetchError
 from fetch.extract import extract
 from fetch.outcomes import Outcome
-from fetch.sandbox import pool
+from fetch.sandbox import finish_line
 from fetch.targets import Target, TargetOptions
 
 
@@ -47,7 +47,7 @@ def read_upload(upload: Upload, options: TargetOptions, *, caller: str) -> dict[
         raise FetchError(Outcome.EMPTY, "the upload holds no bytes", "Send the file as the request's body.")
     target = Target(upload.sha256_name, options)
     start = slices.start_of(target, caller=caller)
-    with pool.finish_by(started + float(settings.SIFT_FETCH_TIMEOUT)):
+    with finish_line.finish_by(started + float(settings.SIFT_FETCH_TIMEOUT)):
         document = extract(
             upload.body,
             declared_type=upload.content_type,

@@ -12,6 +12,7 @@ render starts a new one.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import socket
@@ -24,7 +25,7 @@ from typing import Any
 from django.conf import settings
 
 from capacity.slots import SlotTable
-from fetch import client, gate, limits
+from fetch import client, gate, limits, metrics
 from fetch.errors import FetchError
 from fetch.models import RenderSlot
 from fetch.options import TargetOptions
@@ -33,6 +34,7 @@ from fetch.render.server_process import ABANDON_SECONDS, START_SECONDS, RenderCr
 from fetch.render.subrequests import Subrequests, content_type
 from fetch.sandbox.proctree import tree_over
 
+logger = logging.getLogger(__name__)
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 POLL_SECONDS = 0.25
 
@@ -114,7 +116,22 @@ def render(document: client.Download, options: TargetOptions | None = None) -> R
     process (``limits.RENDER_STOP_SECONDS``): the render slot's lease counts on it. A render past
     its deadline is first given up alone (its context closed, the browser's other renders left to
     run); only when that does not happen in time, or past the memory cap, is the tree killed.
+    Each render is counted by its outcome, and each browser it stopped or found dead by why.
     """
+    try:
+        rendering = _render(document, options or TargetOptions())
+    except RenderCrashed:
+        metrics.RENDERS.labels("crashed").inc()
+        metrics.BROWSER_RESTARTS.labels("crashed").inc()
+        raise
+    except FetchError as exc:
+        metrics.RENDERS.labels(exc.outcome.value).inc()
+        raise
+    metrics.RENDERS.labels("ok").inc()
+    return rendering
+
+
+def _render(document: client.Download, options: TargetOptions) -> Rendering:
     start_by = time.monotonic() + START_SECONDS
     conversation = _Conversation(*connect(start_by), start_by)
     try:
@@ -124,7 +141,7 @@ def render(document: client.Download, options: TargetOptions | None = None) -> R
                 "url": document.final_url,
                 "content_type": content_type(document),
                 "timeout_ms": int(float(settings.SIFT_RENDER_TIMEOUT) * 1000),
-                **browser_work(options or TargetOptions()),
+                **browser_work(options),
             },
             document.body,
         )
@@ -134,6 +151,9 @@ def render(document: client.Download, options: TargetOptions | None = None) -> R
         timed_out = exc.outcome == Outcome.TIMEOUT
         if conversation.over_memory or (timed_out and not conversation.abandon()):
             stop_server()  # every process under the render process, and it too unless it is the line
+            reason = "memory" if conversation.over_memory else "timeout"
+            metrics.BROWSER_RESTARTS.labels(reason).inc()
+            logger.warning("render: the browser was stopped (%s); the next render starts it again", reason)
         raise
     finally:
         conversation.close()

@@ -1,9 +1,10 @@
 """The browser side of rendering: one shared render process per machine (docs/rendering.md).
 
-It imports nothing of sift and no Django but ``tab.py`` (one render in its tab) and what a
-person does in it (``visit.py``, ``consent.py``, ``actions.py``, ``screenshot.py``):
+It imports nothing of sift and no Django but ``tab.py`` (one render in its tab), what a person
+does in it (``visit.py``, ``consent.py``, ``actions.py``, ``screenshot.py``) and
+``sift_site/log_lines.py`` (how its lines are written, standard library only):
 ``fetch/render/server_process.py`` starts it as a plain script with
-``python -I``, an environment of ``PATH`` and Node's compile cache only and, where the platform
+``python -I``, an environment of ``PATH``, Node's compile cache and how to log only and, where the platform
 allows, in a network namespace of its own (``unshare --user --map-root-user --net``: only a
 loopback that is down), so Playwright's driver and Chromium inherit no secret and have no route.
 
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -57,6 +59,9 @@ from fetch.render.actions import ActionFailed
 from fetch.render.screenshot import ScreenshotTooLarge
 from fetch.render.tab import Job, Tab, read_frame, write_frame
 from fetch.render.visit import Visited
+from sift_site.log_lines import configure_isolated
+
+logger = logging.getLogger("fetch.render.server")
 
 # Fail closed: a request that escaped interception (the page's, or the browser's own background
 # traffic) goes to a proxy whose name resolves nowhere: every host name maps to NOTFOUND, so no
@@ -136,6 +141,7 @@ class Server:
                     executable_path=chromium, args=LAUNCH_ARGS, env={}, headless=True
                 )
                 self.browser_mark.touch()
+                logger.info("render process %d: browser started", os.getpid())
             return self.browser
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -281,6 +287,9 @@ class Server:
                     return
                 if self.playwright is not None:
                     await self.close()
+                    logger.info(
+                        "render process %d: browser closed, idle %.0fs", os.getpid(), self.idle_seconds
+                    )
 
     async def close(self) -> None:
         """The browser and Playwright's driver closed; a later render starts them again."""
@@ -302,6 +311,11 @@ async def main(path: str, idle_seconds: float, chromium: str, line_lock: int | N
     server.serves(starter)
     listener = await asyncio.start_unix_server(server.serve, path=path, limit=1 << 20)
     os.chmod(path, 0o600)
+    logger.debug(
+        "render process %d listening (%s)",
+        os.getpid(),
+        "the render line" if line_lock is not None else f"for {starter}",
+    )
     if line_lock is not None:
         os.close(line_lock)  # listening: starters may look now
     else:  # started for a render on its way: the browser starts while it comes, then a spare tab
@@ -314,9 +328,11 @@ async def main(path: str, idle_seconds: float, chromium: str, line_lock: int | N
         with contextlib.suppress(OSError):
             os.unlink(path)
         await server.close()
+        logger.info("render process %d stopped", os.getpid())
 
 
 if __name__ == "__main__":
+    configure_isolated(dict(os.environ))  # its lines as the process that started it writes them
     role, number = sys.argv[4], int(sys.argv[5])
     line_lock, starter = (number, 0) if role == "line" else (None, number)
     asyncio.run(main(sys.argv[1], float(sys.argv[2]), sys.argv[3], line_lock, starter))

@@ -7,7 +7,7 @@ without one. Where no line runs it (tests, benchmarks, a deployment without the 
 render that finds nothing on ``SIFT_RENDER_SOCKET`` starts one, which ends itself, browser and
 all, after ``SIFT_RENDER_IDLE`` or once every process that started it or rendered with it has
 ended (the deployment stopped). Either way it runs with an environment of ``PATH`` (and Node's
-compile cache) only and, where the platform allows, in a network namespace of its own; a file
+compile cache, and how to log) only and, where the platform allows, in a network namespace of its own; a file
 lock beside the socket makes two starters one.
 """
 
@@ -34,6 +34,7 @@ from django.conf import settings
 
 from fetch import limits
 from fetch.sandbox.proctree import alive, tree_pids
+from sift_site.log_lines import handed_on
 
 SERVER = Path(__file__).with_name("server.py")
 # How long a render may take to reach a render process (started if none listens: Python and
@@ -141,7 +142,11 @@ def _command(path: Path, line_lock: int | None = None) -> tuple[list[str], dict[
     # Started for a render, it lives for this process and those that render with it after.
     command += ["for", str(os.getpid())] if line_lock is None else ["line", str(line_lock)]
     # Node keeps the driver's compiled code beside the socket, so its next start compiles nothing.
-    env = {"PATH": "/usr/bin:/bin", "NODE_COMPILE_CACHE": str(path.parent / "node-compile-cache")}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "NODE_COMPILE_CACHE": str(path.parent / "node-compile-cache"),
+        **handed_on(settings.LOG_FORMAT, settings.LOG_LEVEL),
+    }
     return ([*NAMESPACE_COMMAND, *command] if mode == "namespace" else command), env, mode
 
 
@@ -168,8 +173,7 @@ def _start_server(until: float) -> None:
         process = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
             command,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # its log lines go to this process's stderr
             env=env,
             start_new_session=True,
             cwd="/",

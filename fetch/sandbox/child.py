@@ -26,9 +26,9 @@ import codecs
 import ctypes
 import importlib.util
 import json
+import logging
 import math
 import os
-import re
 import resource
 import struct
 import sys
@@ -44,60 +44,11 @@ MAX_REQUEST_FRAME = 64 << 20
 MEMORY_EXIT_STATUS = 12
 # A document read by several children at once is shared out in runs of at least this many pages.
 PDF_MIN_PAGES_PER_PART = 4
-# jq reads modules (``import "x" as $x {search: "/etc"};`` loads any ``x.json`` or ``x.jq``
-# it can open) only in directives at the very top of a program. Inside a definition a directive
-# is a syntax error, so a program compiled as the body of this wrapper can never load a file,
-# whatever its comments and strings look like. The body starts on the wrapper's first line so
-# that ``$__loc__`` and error positions keep their line numbers; the closing line stands apart,
-# after an empty line, so that a comment on the program's last line (even one continued by a
-# trailing backslash) cannot swallow it.
-_JQ_WRAPPER = "def __sift_program__: {program}\n\n; __sift_program__"
-MODULES_REFUSED = "jq modules (import, include, module) are not available"
-_MODULE_DIRECTIVE = re.compile(r"unexpected (?:import|include|module)\b")
-
 Reply = tuple[dict[str, Any], str]
 
 
 class _OutputTooLong(Exception):
     pass
-
-
-def jq_without_modules(program: str) -> str:
-    """``program`` as a jq program that behaves the same but cannot import or include modules.
-
-    It fails to compile where ``program`` starts with an ``import``, ``include`` or ``module``
-    directive; compile this (or use ``compile_jq``), never the bare program, wherever a program
-    from a caller is compiled: compiling alone already reads the modules (validation included),
-    and its errors tell which files exist and where they fail to parse.
-    """
-    return _JQ_WRAPPER.format(program=program)
-
-
-def compile_jq(program: str) -> Any:
-    """``program`` compiled by jq so that it cannot load modules (``jq_without_modules``).
-
-    Raises ``ValueError`` with one line: ``MODULES_REFUSED`` for a module directive, else jq's
-    own first line about the program.
-    """
-    import jq  # noqa: PLC0415 — the child imports it at start-up; callers outside have it too
-
-    try:
-        return jq.compile(jq_without_modules(program))
-    except ValueError as exc:
-        message = _first_line(exc)
-    if _MODULE_DIRECTIVE.search(message):
-        raise ValueError(MODULES_REFUSED)
-    # A directive would have been the first token, and the parser's first complaint: the bare
-    # program has none, so compiling it reads no file, and its message has its own columns.
-    try:
-        jq.compile(program)
-    except ValueError as exc:
-        message = _first_line(exc)
-    raise ValueError(message)
-
-
-def _first_line(exc: ValueError) -> str:
-    return str(exc).splitlines()[0] if str(exc) else "jq does not compile"
 
 
 def read_frame(stream: BinaryIO) -> bytes | None:
@@ -226,7 +177,7 @@ def json_view(header: dict[str, Any], payload: bytes) -> Reply:
     program = header.get("program") or "."
     budget = int(header["max_chars"])
     try:
-        compiled = compile_jq(program)
+        compiled = _fetch_module("sandbox.jq_program").compile_jq(program)
     except ValueError as exc:
         return {"error": "jq_error", "message": str(exc)[:500]}, ""
     outputs: list[str] = []
@@ -249,6 +200,18 @@ def json_view(header: dict[str, Any], payload: bytes) -> Reply:
 def _html_module() -> ModuleType:
     """``fetch/html/reader.py``, with the modules of ``fetch/html/`` it imports."""
     return _fetch_module("html.reader")
+
+
+def _log_lines() -> ModuleType:
+    """``sift_site/log_lines.py`` (standard library only), loaded by path as ``_fetch_module`` does."""
+    spec = importlib.util.spec_from_file_location(
+        "log_lines", Path(__file__).parents[2] / "sift_site" / "log_lines.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _fetch_module(stem: str) -> ModuleType:
@@ -356,6 +319,7 @@ def _serve(requests: BinaryIO, replies: BinaryIO) -> None:
         except Exception as exc:
             if not out_of_memory(exc):
                 raise
+            logging.getLogger("fetch.sandbox.child").warning("%s ran out of memory", header["op"])
             reply, text, exit_after = {"error": "memory"}, "", True
         del payload
         data = text.encode("utf-8", "replace")
@@ -375,14 +339,20 @@ def main() -> None:
 
     _html_module()
     _fetch_module("discovery.sitemap_parse")
-    # Started with an empty environment; Python itself may add LC_CTYPE (locale coercion).
+    # Its log lines go to the parent's stderr, in the format the environment hands on; anything
+    # a C library prints goes nowhere, and the protocol owns the original stdout.
+    replies = os.fdopen(os.dup(1), "wb")
+    _log_lines().configure_isolated(dict(os.environ), stream=os.fdopen(os.dup(2), "w", buffering=1))
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(nowhere, 1)
+    os.dup2(nowhere, 2)
+    os.close(nowhere)
+    # Started with only that; Python itself may add LC_CTYPE (locale coercion).
     # jq's $ENV and env read this process's environment: leave nothing in it.
     os.environ.clear()
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # The protocol owns the original stdout; anything a C library prints goes to stderr instead.
-    replies = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
+    logging.getLogger("fetch.sandbox.child").debug("sandbox child %d ready", os.getpid())
     write_frame(replies, json.dumps({"ready": os.getpid()}).encode())
     replies.flush()
     try:

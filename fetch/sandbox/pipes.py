@@ -36,15 +36,15 @@ class ChildMisbehaved(Exception):
 class Child:
     """One warm child and its two pipes, used by one thread at a time."""
 
-    def __init__(self, memory_bytes: int) -> None:
-        # -I: no PYTHON* variables, no user site, no script folder on sys.path. env={}: nothing of
-        # this process's environment. close_fds: only the three standard descriptors survive.
+    def __init__(self, memory_bytes: int, environ: dict[str, str]) -> None:
+        # -I: no PYTHON* variables, no user site, no script folder on sys.path. env: nothing of
+        # this process's environment but ``environ`` (how to log). close_fds: only the three
+        # standard descriptors survive; its log lines go to this process's stderr.
         self.proc = subprocess.Popen(  # noqa: S603 — our own script, run by our own interpreter
             [sys.executable, "-I", str(CHILD_SCRIPT), str(memory_bytes)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={},
+            env=environ,
             cwd="/",
             close_fds=True,
             start_new_session=True,

@@ -24,21 +24,21 @@ workers) starts with none of its own. One child and its pipes: ``pipes.py``.
 from __future__ import annotations
 
 import atexit
-import contextvars
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
 
+from fetch import metrics
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome, RetryAfter
+from fetch.sandbox.finish_line import clamped
 from fetch.sandbox.pipes import Child, ChildEnded, ChildMisbehaved, ChildTimedOut, ending, outcome_hint
+from sift_site.log_lines import handed_on
 
 logger = logging.getLogger(__name__)
 
@@ -56,32 +56,6 @@ SANDBOX_REQUESTS_PER_CHILD = 1000
 # A new child imports PDFium, jq and trafilatura before it serves anything; that wait, up to this
 # long, is not charged to the first request's wall budget.
 SANDBOX_START_SECONDS = 30.0
-
-# The least time a request to a child is given, even when the caller's finish line is past.
-MIN_WALL_SECONDS = 0.2
-_finish_by: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "sift_sandbox_finish_by", default=None
-)
-
-
-@contextmanager
-def finish_by(deadline: float) -> Iterator[None]:
-    """Requests sent to a child inside this block end by ``deadline`` (a ``time.monotonic()``
-    value), however large their own budget: the answer to a fetch must not wait for a parser
-    past the fetch's own deadline."""
-    token = _finish_by.set(deadline)
-    try:
-        yield
-    finally:
-        _finish_by.reset(token)
-
-
-def _clamped(cpu_seconds: float, wall_seconds: float) -> tuple[float, float]:
-    deadline = _finish_by.get()
-    if deadline is None:
-        return cpu_seconds, wall_seconds
-    wall = min(wall_seconds, max(deadline - time.monotonic(), MIN_WALL_SECONDS))
-    return min(cpu_seconds, wall), wall
 
 
 class Sandbox:
@@ -161,12 +135,13 @@ class Sandbox:
         the work out by it; each child keeps its own CPU and memory limits, and every reply is in
         by the same wall deadline. Raises as ``run`` does when any child fails.
         """
-        cpu_seconds, wall_seconds = _clamped(cpu_seconds, wall_seconds)
+        cpu_seconds, wall_seconds = clamped(cpu_seconds, wall_seconds)
         children = [self._acquire(time.monotonic() + wall_seconds)]
         children += self._take_more(max_children - 1)
         deadline = time.monotonic() + wall_seconds
         replies: list[tuple[dict[str, Any], bytes]] = []
         child = children[0]
+        metrics.SANDBOX_BUSY.inc(len(children))
         try:
             for index, child in enumerate(children):
                 part = {"part": [index, len(children)]} if len(children) > 1 else {}
@@ -179,27 +154,32 @@ class Sandbox:
                     raise ChildMisbehaved("reply header is not an object")
                 replies.append((reply, data))
         except ChildTimedOut:
+            metrics.SANDBOX_KILLS.labels(Outcome.FILTER_TIMEOUT.value).inc()
             raise FetchError(
                 Outcome.FILTER_TIMEOUT, f"{subject} took longer than {wall_seconds:.1f} s", hint
             ) from None
         except ChildEnded:
             status = child.end_status()
             outcome, reason = ending(status, cpu_seconds)
+            metrics.SANDBOX_KILLS.labels(outcome.value).inc()
             log = logger.error if outcome is Outcome.INTERNAL else logger.warning
             log("sandbox child for %s %s (exit status %s)", op, reason, status)
             why = outcome_hint(outcome, hint, memory_hint)
             raise FetchError(outcome, f"{subject} {reason}", why) from None
         except (ChildMisbehaved, ValueError) as exc:
             logger.error("sandbox child for %s broke the protocol: %s", op, exc)
+            metrics.SANDBOX_KILLS.labels(Outcome.INTERNAL.value).inc()
             raise FetchError(
                 Outcome.INTERNAL, f"{subject} failed", "Retry later; this is a fault in sift."
             ) from None
         finally:
+            metrics.SANDBOX_BUSY.dec(len(children))
             # A child whose reply was not read (another one failed first) is mid-request: replaced.
             for index, each in enumerate(children):
                 answered = index < len(replies) and replies[index][0].get("error") != "memory"
                 self._release(each, reusable=answered)
         if any(reply.get("error") == "memory" for reply, _ in replies):
+            metrics.SANDBOX_KILLS.labels(Outcome.MEMORY_LIMIT.value).inc()
             raise FetchError(
                 Outcome.MEMORY_LIMIT,
                 f"{subject} ran out of memory",
@@ -268,7 +248,7 @@ class Sandbox:
         started: list[Child | None] = []
         for _ in range(count):
             try:
-                started.append(Child(self.memory_bytes))
+                started.append(Child(self.memory_bytes, handed_on(settings.LOG_FORMAT, settings.LOG_LEVEL)))
             except OSError as exc:
                 logger.error("cannot start a sandbox child: %r", exc)
                 started.append(None)

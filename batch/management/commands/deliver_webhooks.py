@@ -4,7 +4,7 @@ A loop: claim what is due within the senders' shares (a conditional update each)
 attempt to a sender thread, sleep until the next attempt falls due or a sender comes free, at
 most a second. SIGTERM or SIGINT sets the stop flag: no new claim, the attempts in flight get
 ``STOP_GRACE_SECONDS`` to be recorded, the rest are given back due at once, and the command
-prints what it did in one line. A database that goes away stops nothing: each round tries again.
+logs what it did in one line. A database that goes away stops nothing: each round tries again.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Tags
-from django.core.management.base import BaseCommand
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from batch.engine.reconnect import database_went_away
 from batch.webhooks import delivery
 from capacity.pacing import Every
+from sift_site.long_running import LoggedChecksCommand
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ STOP_GRACE_SECONDS = 4.0
 CLEAN_UPS = Every(delivery.ATTEMPT_LEASE)
 
 
-class Command(BaseCommand):
+class Command(LoggedChecksCommand):
     help = (
         "Deliver due webhooks until SIGTERM or Ctrl-C: signed, within the senders' shares, retried "
         "with backoff (docs/webhooks.md). The Procfile's webhooks line; stops within 20 s."
@@ -44,11 +44,11 @@ class Command(BaseCommand):
     stop_signal = 0  # set in a handler, so a plain attribute
     failing = False  # since the last round that worked
 
-    def handle(self, *args: Any, **options: Any) -> str:
+    def handle(self, *args: Any, **options: Any) -> None:
         for stop_signal in STOP_SIGNALS:
             signal.signal(stop_signal, self.on_signal)
         senders = delivery.Senders(settings.SIFT_WEBHOOK_SENDING, delivery.load_sender())
-        self.stdout.write(f"deliver_webhooks: running, {settings.SIFT_WEBHOOK_SENDING} senders")
+        log.info("deliver_webhooks: running, %d senders", settings.SIFT_WEBHOOK_SENDING)
         while not self.stop_signal:
             senders.freed.clear()  # before looking: a sender freed meanwhile wakes the next round
             connection.close_if_unusable_or_obsolete()
@@ -57,9 +57,12 @@ class Command(BaseCommand):
         given_back = 0 if senders.wait_idle(STOP_GRACE_SECONDS) else senders.release_unfinished()
         connection.close()
         tally = senders.tally
-        return (
-            f"deliver_webhooks: {tally['attempts']} attempts, {tally['delivered']} delivered, "
-            f"{tally['failed']} failed, {given_back} given back unfinished"
+        log.info(
+            "deliver_webhooks: %d attempts, %d delivered, %d failed, %d given back unfinished",
+            tally["attempts"],
+            tally["delivered"],
+            tally["failed"],
+            given_back,
         )
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
