@@ -218,6 +218,16 @@ SIFT_BATCH_STREAM_KEEPALIVE = min(max(env_duration("SIFT_BATCH_STREAM_KEEPALIVE"
 # that died stop counting this long after its last renewal.
 SIFT_BATCH_STREAM_LEASE = max(env_duration("SIFT_BATCH_STREAM_LEASE", "30s"), 1.0)
 
+# --- sift: change tracking and monitors (docs/api.md, "Changes" and "Monitors") ----------------
+
+# A caller's last readings kept for changes: true, per caller, oldest evicted first; never shared.
+SIFT_CHANGES_PER_CALLER = env_int("SIFT_CHANGES_PER_CALLER", 1000, minimum=1)
+SIFT_CHANGES_BYTES_PER_CALLER = env_bytes("SIFT_CHANGES_BYTES_PER_CALLER", "64MiB")
+# Monitors: per caller and in all; the shortest every a monitor may ask (tests shorten it).
+SIFT_MONITORS_PER_CALLER = env_int("SIFT_MONITORS_PER_CALLER", 20, minimum=1)
+SIFT_MONITORS_TOTAL = env_int("SIFT_MONITORS_TOTAL", 1000, minimum=1)
+SIFT_MONITOR_MIN_EVERY = env_duration("SIFT_MONITOR_MIN_EVERY", "5m", positive=True)
+
 # --- sift: the MCP process (docs/mcp.md) -------------------------------------------------------
 
 # /mcp requests being served at once in the mcp process, per caller and in all, counted after the

@@ -202,6 +202,24 @@ class SpanOut(Schema):
     page: int | None = Field(None, description="The PDF page it starts on.")
 
 
+class ChangeOut(Schema):
+    """With changes: this reading against your last reading of the same URL and reading options."""
+
+    status: str = Field(
+        ...,
+        description="new (no earlier reading of yours to compare with), same, or changed.",
+    )
+    previous_at: datetime | None = Field(..., description="When the reading compared with was made.")
+    diff: str | None = Field(
+        ...,
+        description="changed: a unified diff of the whole text's lines (not the slice), cut at a line "
+        "end to at most max_chars; same: empty; new: null.",
+    )
+    added: int = Field(..., description="Lines added, over the whole diff.")
+    removed: int = Field(..., description="Lines removed, over the whole diff.")
+    diff_truncated: bool = Field(..., description="true when the diff was cut to fit.")
+
+
 class FetchEnvelope(Schema):
     """The answer of ``/v1/fetch``; a batch result's ``meta`` is this without ``content``."""
 
@@ -264,4 +282,9 @@ class FetchEnvelope(Schema):
         None,
         description="With grep or question: each match and kept passage this slice shows, in order, "
         "as character offsets into the whole text (fetch with offset and version to read from one).",
+    )
+    change: ChangeOut | None = PydanticField(
+        None,
+        exclude_if=lambda change: change is None,
+        description="With changes: true, how this reading differs from your last one; absent otherwise.",
     )
