@@ -10,6 +10,7 @@ time instead, so they are right whichever process changed them and never drift w
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 from django.db.models import Count, Min, Q, Sum
 from django.utils import timezone
@@ -17,7 +18,7 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, TargetStatus, WebhookDelivery
+from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, Monitor, TargetStatus, WebhookDelivery
 
 JOBS = Counter(
     "sift_batch_jobs", "Batch jobs by outcome: created, reused, done, partial, failed, cancelled", ["outcome"]
@@ -53,6 +54,21 @@ WEBHOOK_GIVEN_UP = Counter(
     "sift_webhook_given_up", "Webhook deliveries given up after SIFT_WEBHOOK_RETRY_FOR", ["event_type"]
 )
 
+MONITOR_RUNS = Counter(
+    "sift_monitor_runs", "Monitor runs stored, by outcome (ok or a failure outcome)", ["outcome"]
+)
+MONITOR_CHANGES = Counter("sift_monitor_changes", "Monitor runs that found the page changed")
+MONITOR_FAILURES = Counter(
+    "sift_monitor_failures", "Monitor runs that failed (the site, the guard, a timeout)"
+)
+MONITOR_RUN_SECONDS = Histogram(
+    "sift_monitor_run_seconds",
+    "Seconds a worker spent on one monitor run",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, float("inf")),
+)
+# A monitor due this long and not yet run is overdue.
+OVERDUE_AFTER = timedelta(minutes=1)
+
 
 class QueueCollector(Collector):
     """Queue and webhook backlog gauges computed from the database when ``/metrics`` is scraped."""
@@ -72,6 +88,23 @@ class QueueCollector(Collector):
             "sift_batch_result_bytes", "Stored result bytes of all batch jobs", value=jobs["stored"] or 0
         )
         yield from webhook_backlog()
+        yield from monitor_gauges()
+
+
+def monitor_gauges() -> Iterator[Metric]:
+    now = timezone.now()
+    counts = Monitor.objects.aggregate(
+        every=Count("pk"),
+        paused=Count("pk", filter=Q(due_at__isnull=True)),
+        overdue=Count("pk", filter=Q(due_at__lt=now - OVERDUE_AFTER)),
+    )
+    yield GaugeMetricFamily("sift_monitors", "Monitors, paused ones included", value=counts["every"])
+    yield GaugeMetricFamily("sift_monitors_paused", "Monitors paused", value=counts["paused"])
+    yield GaugeMetricFamily(
+        "sift_monitors_overdue",
+        "Monitors due more than a minute ago and not run yet",
+        value=counts["overdue"],
+    )
 
 
 def webhook_backlog() -> Iterator[Metric]:

@@ -7,7 +7,7 @@ django-ninja. Who calls (``doors.auth``) and raw targets (``doors.validation``) 
 
 from __future__ import annotations
 
-from doors.rest import batches, events, fetches, maps
+from doors.rest import batches, events, fetches, maps, monitors
 from doors.rest.errors import install_error_handlers
 from doors.rest.openapi import SiftApi
 from doors.rest.parser import StrictJsonParser
@@ -26,3 +26,4 @@ api.add_router("/batch", batches.router)
 api.add_router("/batch", events.router)
 api.add_router("/fetch", fetches.router)
 api.add_router("/map", maps.router)
+api.add_router("/monitors", monitors.router)
