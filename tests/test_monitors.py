@@ -16,6 +16,7 @@ from batch.engine import monitor_runs, worker
 from batch.engine.seam import Caller
 from batch.models import BatchJob, Monitor, MonitorChange, WebhookDelivery, WorkerSlot
 from batch.pipeline_bridge import fetch_target
+from doors.mcp import tools
 from fetch.targets import Target
 
 from .factories import LOOPBACK, SCRIPTED_BASE, ApiClient, MakeCaller, scripted_job
@@ -273,3 +274,37 @@ def test_a_batch_job_is_neither_listed_with_monitors_nor_a_monitor_with_batches(
     assert not BatchJob.objects.exists()
     submitted = client.post("/v1/batch", {"targets": [f"{SCRIPTED_BASE}x"]})
     assert submitted.status_code == 202  # a monitor takes no live job place
+
+
+def test_the_mcp_tools_watch_list_read_changes_and_unwatch_for_their_caller_only(
+    site: Site, make_caller: MakeCaller
+):
+    owner, _ = make_caller("owner")
+    other, _ = make_caller("other")
+
+    def call(caller: Any, tool: str, **arguments: Any) -> Any:
+        return tools.call(tools.TOOLS[tool], caller, arguments)
+
+    watched = call(owner, "watch", url=site.url, options={"mode": "text"}, every="2h")
+    assert watched.ok, watched.body
+    monitor_id = watched.body["id"]
+    assert (watched.body["every"], watched.body["options"]) == (7200, {"mode": "text"})
+    run_due()
+    site.html = page("The changelog.", "Version 2.0 is out.")
+    make_due(monitor_id)
+    run_due()
+    listed = call(owner, "monitors")
+    assert (listed.body["count"], listed.body["items"][0]["runs"]) == (1, 2)
+    changes = call(owner, "monitor_changes", id=monitor_id)
+    assert changes.body["count"] == 1
+    assert "+Version 2.0 is out." in changes.body["items"][0]["diff"]
+    assert call(other, "monitors").body["count"] == 0
+    for tool in ("monitor_changes", "unwatch"):
+        refused = call(other, tool, id=monitor_id)
+        assert (refused.ok, refused.code) == (False, "not_found")
+    bad = call(owner, "watch", url=site.url, options={"grep": "("}, every=3600)
+    assert (bad.code, bad.body["details"][0]["field"]) == ("invalid_request", "options.grep")
+    short = call(owner, "watch", url=site.url, every=0)
+    assert (short.code, short.body["details"][0]["field"]) == ("invalid_request", "every")
+    assert call(owner, "unwatch", id=monitor_id).ok
+    assert not Monitor.objects.exists()

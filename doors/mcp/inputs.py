@@ -71,7 +71,7 @@ class ListArguments(ToolArguments):
     offset: int = Field(0, ge=0, le=MAX_DB_INT)
 
 
-def _schema_of(model: type[ToolArguments]) -> dict[str, Any]:
+def schema_of(model: type[ToolArguments]) -> dict[str, Any]:
     schema = model.model_json_schema()
     properties = {name: without_null(field) for name, field in schema["properties"].items()}
     return _object(properties, tuple(schema.get("required", ())))
@@ -152,7 +152,7 @@ def submit_description() -> str:
 
 
 def submit_arguments() -> dict[str, Any]:
-    return _schema_of(SubmitArguments)
+    return schema_of(SubmitArguments)
 
 
 def get_description() -> str:
@@ -165,7 +165,7 @@ def get_description() -> str:
 
 
 def get_arguments() -> dict[str, Any]:
-    return _schema_of(GetArguments)
+    return schema_of(GetArguments)
 
 
 def cancel_description() -> str:
@@ -176,7 +176,7 @@ def cancel_description() -> str:
 
 
 def cancel_arguments() -> dict[str, Any]:
-    return _schema_of(CancelArguments)
+    return schema_of(CancelArguments)
 
 
 def list_description() -> str:
@@ -184,4 +184,4 @@ def list_description() -> str:
 
 
 def list_arguments() -> dict[str, Any]:
-    return _schema_of(ListArguments)
+    return schema_of(ListArguments)

@@ -31,8 +31,9 @@ from doors.callbacks import validate_callback_url
 from doors.direct import fetch_for, map_for
 from doors.errors import fetch_error_body, refusal_body
 from doors.idempotency import validate_idempotency_key
-from doors.mcp import inputs
+from doors.mcp import inputs, monitor_tools
 from doors.rest.map_schemas import MapAnswer
+from doors.rest.monitor_schemas import MonitorChangePage, MonitorOut, MonitorPage
 from doors.rest.schemas import FetchEnvelope, JobOut, JobPage, JobSummary, SubmitOut
 from doors.validation import validate_map, validate_target, validate_targets
 from fetch.discovery.map_options import MapRequest
@@ -154,6 +155,49 @@ def batch_list(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     return _shaped(JobPage, {"items": items, "count": count, "limit": limit, "offset": offset})
 
 
+MONITOR_TOOLS = (
+    Tool(
+        name="watch",
+        describe=monitor_tools.watch_description,
+        arguments=monitor_tools.watch_arguments,
+        check=partial(validated, monitor_tools.WatchArguments),
+        output=MonitorOut,
+        run=monitor_tools.watch,
+        annotations=types.ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+        ),
+    ),
+    Tool(
+        name="unwatch",
+        describe=monitor_tools.unwatch_description,
+        arguments=monitor_tools.unwatch_arguments,
+        check=partial(validated, monitor_tools.UnwatchArguments),
+        output=MonitorOut,
+        run=monitor_tools.unwatch,
+        annotations=types.ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+        ),
+    ),
+    Tool(
+        name="monitors",
+        describe=monitor_tools.monitors_description,
+        arguments=monitor_tools.monitors_arguments,
+        check=partial(validated, monitor_tools.MonitorsArguments),
+        output=MonitorPage,
+        run=monitor_tools.monitors,
+        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    ),
+    Tool(
+        name="monitor_changes",
+        describe=monitor_tools.changes_description,
+        arguments=monitor_tools.changes_arguments,
+        check=partial(validated, monitor_tools.ChangesArguments),
+        output=MonitorChangePage,
+        run=monitor_tools.monitor_changes,
+        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    ),
+)
+
 TOOLS = {
     tool.name: tool
     for tool in (
@@ -217,6 +261,7 @@ TOOLS = {
             run=batch_list,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         ),
+        *MONITOR_TOOLS,
     )
 }
 
