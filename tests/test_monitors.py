@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from werkzeug import Response
 
@@ -308,3 +309,41 @@ def test_the_mcp_tools_watch_list_read_changes_and_unwatch_for_their_caller_only
     assert (short.code, short.body["details"][0]["field"]) == ("invalid_request", "every")
     assert call(owner, "unwatch", id=monitor_id).ok
     assert not Monitor.objects.exists()
+
+
+def _samples() -> dict[str, float]:
+    text = Client().get("/metrics").content.decode()
+    lines = (line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("sift_monitor"))
+    return {name: float(value) for name, value in lines}
+
+
+def test_metrics_count_runs_changes_and_failures_and_show_the_monitors_overdue(site: Site, agent):
+    _, client = agent
+    before = _samples()
+    monitor_id = create(client, site.url).json()["id"]
+    run_due()
+    site.html = page("Version 3.0 is out.")
+    make_due(monitor_id)
+    run_due()
+    site.status = 500
+    make_due(monitor_id)
+    run_due()
+    after = _samples()
+    counted = {
+        name: after.get(name, 0) - before.get(name, 0)
+        for name in (
+            'sift_monitor_runs_total{outcome="ok"}',
+            'sift_monitor_runs_total{outcome="upstream_5xx"}',
+            "sift_monitor_changes_total",
+            "sift_monitor_failures_total",
+        )
+    }
+    assert list(counted.values()) == [2, 1, 1, 1]
+    late = create(client, site.url).json()["id"]
+    Monitor.objects.filter(pk=late).update(due_at=timezone.now() - timedelta(minutes=2))
+    samples = _samples()
+    assert (samples["sift_monitors"], samples["sift_monitors_paused"], samples["sift_monitors_overdue"]) == (
+        2,
+        0,
+        1,
+    )
