@@ -347,3 +347,19 @@ def test_metrics_count_runs_changes_and_failures_and_show_the_monitors_overdue(s
         0,
         1,
     )
+
+
+def test_a_drain_hands_its_slot_from_run_to_run_and_frees_it_when_it_ends(agent, settings):
+    _, client = agent
+    for n in range(3):
+        create(client, f"https://example.org/{n}")
+    held: list[tuple[int, ...]] = []
+
+    def look(who: Caller, target: Target) -> dict[str, Any]:
+        held.append(tuple(WorkerSlot.objects.filter(monitor__isnull=False).values_list("number", flat=True)))
+        return {"content": "x", "meta": {}}
+
+    assert worker.drain(look, budget=30) == 3
+    assert held == [(0,), (0,), (0,)]
+    assert not WorkerSlot.objects.filter(monitor__isnull=False).exists()
+    assert Monitor.objects.filter(runs=1).count() == 3

@@ -76,6 +76,7 @@ class MonitorRun:
     lease_until: datetime
     due: datetime
     every: int
+    keep_slot: bool = False
 
 
 class NextDue:
@@ -102,10 +103,11 @@ class NextDue:
 NEXT_DUE = NextDue()
 
 
-def claim_if_its_turn(now: datetime, *, kept: tuple[int, int] | None = None) -> MonitorRun | None:
+def claim_if_its_turn(now: datetime, *, kept: Any = None) -> MonitorRun | None:
     """Claim the fairest due monitor if its caller's turn comes before every waiting target's.
 
-    ``kept``: the (slot, target) a drain keeps from its last target; it is freed for the run.
+    ``kept``: the claim (a target's or a monitor's) whose slot a drain keeps: the run takes that
+    slot and keeps it in turn for the drain's next claim; without one, a free slot, freed by the store.
     """
     if not NEXT_DUE.maybe_due(now):
         return None
@@ -117,9 +119,7 @@ def claim_if_its_turn(now: datetime, *, kept: tuple[int, int] | None = None) -> 
         target = rounds.WAITING_TARGETS.exclude(not_before__gt=now).values("turn", "own").first()
         if target is not None and rounds.key_of(target) <= rounds.key_of(row):
             return None
-        if kept is not None:
-            rounds.WORKER_SLOTS.release(*kept)
-        run = _take(row, now)
+        run = _take(row, now, kept)
         if run is None:
             transaction.set_rollback(True)
     if run is not None:
@@ -127,17 +127,42 @@ def claim_if_its_turn(now: datetime, *, kept: tuple[int, int] | None = None) -> 
     return run
 
 
-def _take(row: Mapping[str, Any], now: datetime) -> MonitorRun | None:
-    slot = rounds.MONITOR_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
-    if slot is None:
-        return None
+def _take(row: Mapping[str, Any], now: datetime, kept: Any) -> MonitorRun | None:
     lease_until = now + timedelta(seconds=settings.SIFT_BATCH_CLAIM_LEASE)
-    rounds.MONITOR_SLOTS.hold(slot, row["pk"], lease_until)
+    slot = _handed_on(kept, row["pk"], lease_until)
+    if slot is None:
+        if kept is not None:  # a target's kept slot, or one whose lease ran out: freed, then taken
+            _release_kept(kept)
+        slot = rounds.MONITOR_SLOTS.take_free(settings.SIFT_BATCH_WORKERS, now)
+        if slot is None:
+            return None
+        rounds.MONITOR_SLOTS.hold(slot, row["pk"], lease_until)
     Monitor.objects.filter(pk=row["pk"]).update(due_at=lease_until)
     ApiKey.objects.filter(pk=row["caller_id"]).update(monitors_served_at=now)
     caller = Caller(row["caller__name"], row["caller__caller_class"], scope=f"monitor:{row['pk']}")
     target = Target.from_stored(row["url"], {**row["options"], "changes": True})
-    return MonitorRun(row["pk"], caller, target, slot, lease_until, row["due_at"], row["every"])
+    every, due = row["every"], row["due_at"]
+    return MonitorRun(row["pk"], caller, target, slot, lease_until, due, every, keep_slot=kept is not None)
+
+
+def _handed_on(kept: Any, monitor_id: str, lease_until: datetime) -> int | None:
+    """The slot of the drain's last monitor run, handed on to this one if that run still holds it."""
+    if not isinstance(kept, MonitorRun):
+        return None
+    held = rounds.MONITOR_SLOTS.hold(kept.slot, monitor_id, lease_until, instead_of=kept.monitor_id)
+    return kept.slot if held else None
+
+
+def _release_kept(kept: Any) -> None:
+    if isinstance(kept, MonitorRun):
+        free_slot(kept)
+    else:
+        rounds.WORKER_SLOTS.release(kept.slot, kept.target_id)
+
+
+def free_slot(run: MonitorRun) -> None:
+    """Free the run's slot if it still holds it (a drain that kept it stops claiming)."""
+    rounds.MONITOR_SLOTS.release(run.slot, run.monitor_id)
 
 
 def run_monitor(run: MonitorRun, fetch: FetchFunc) -> None:
@@ -173,12 +198,14 @@ def _give_back(run: MonitorRun, *, wait: float) -> None:
     due = timezone.now() + timedelta(seconds=min(max(wait, 0.0), run.every))
     with transaction.atomic():
         Monitor.objects.filter(pk=run.monitor_id, due_at=run.lease_until).update(due_at=due)
-        rounds.MONITOR_SLOTS.release(run.slot, run.monitor_id)
+        if not run.keep_slot:
+            free_slot(run)
 
 
 def release_run(run: MonitorRun) -> None:
     """Give a run back, due at once, and free its slot: its worker is stopping."""
     _give_back(run, wait=0.0)
+    free_slot(run)
 
 
 def _store(
@@ -189,7 +216,8 @@ def _store(
     due = due if due > now else now + timedelta(seconds=run.every)
     current = Monitor.objects.filter(pk=run.monitor_id, due_at=run.lease_until)
     with transaction.atomic():
-        rounds.MONITOR_SLOTS.release(run.slot, run.monitor_id)
+        if not run.keep_slot:
+            free_slot(run)
         if failure is not None:
             stored = _store_failure(run, current, failure, now, due)
         else:

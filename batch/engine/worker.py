@@ -286,7 +286,7 @@ class InFlight:
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: bool = False
     claim: Claim | MonitorRun | None = None
-    kept: Claim | None = None
+    kept: Claim | MonitorRun | None = None
 
 
 IN_FLIGHT = InFlight()
@@ -335,13 +335,16 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
 
 def _claim_keeping_slot(now: datetime) -> Claim | MonitorRun | None:
     """The drain's next claim, in the slot of its last one; with no target, the slot is freed. A
-    due monitor whose caller's turn comes first is run instead, in a slot of its own."""
-    kept = IN_FLIGHT.kept
-    run = monitor_runs.claim_if_its_turn(now, kept=(kept.slot, kept.target_id) if kept else None)
+    due monitor whose caller's turn comes first is run instead, in the same slot."""
+    run = monitor_runs.claim_if_its_turn(now, kept=IN_FLIGHT.kept)
     if run is not None:
-        IN_FLIGHT.kept = None
+        IN_FLIGHT.kept = run
         return run
-    claim = claim_next_target(now, after=IN_FLIGHT.kept, keep_slot=True)
+    kept = IN_FLIGHT.kept
+    if isinstance(kept, MonitorRun):  # a target takes a free slot, not a monitor's
+        _free_kept_slot()
+        kept = None
+    claim = claim_next_target(now, after=kept, keep_slot=True)
     if claim is None:
         _free_kept_slot()
     IN_FLIGHT.kept = claim
@@ -353,7 +356,9 @@ def _free_kept_slot() -> None:
     refuses, the slot's lease frees it."""
     kept, IN_FLIGHT.kept = IN_FLIGHT.kept, None
     try:
-        if kept is not None:
+        if isinstance(kept, MonitorRun):
+            monitor_runs.free_slot(kept)
+        elif kept is not None:
             WORKER_SLOTS.release(kept.slot, kept.target_id)
     except DatabaseError:
         log.warning("freeing the drain's slot failed; its lease will free it", exc_info=True)

@@ -19,7 +19,7 @@ PAUSED_BY_STAFF = "paused by staff in the admin"
 class MonitorChangeInline(admin.TabularInline):
     model = MonitorChange
     fields = ["at", "added", "removed", "diff_truncated", "diff"]
-    readonly_fields = fields
+    readonly_fields = ["at", "added", "removed", "diff_truncated", "diff"]
     ordering = ["-at", "-pk"]
     extra = 0
     can_delete = False
