@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.utils import timezone
+from django_q.models import OrmQ
 from werkzeug import Response
 
-from batch.engine import monitor_runs, worker
+from batch.engine import monitor_runs, wakeups, worker
 from batch.engine.seam import Caller
 from batch.models import BatchJob, Monitor, MonitorChange, WebhookDelivery, WorkerSlot
 from batch.pipeline_bridge import fetch_target
@@ -363,3 +364,20 @@ def test_a_drain_hands_its_slot_from_run_to_run_and_frees_it_when_it_ends(agent,
     assert held == [(0,), (0,), (0,)]
     assert not WorkerSlot.objects.filter(monitor__isnull=False).exists()
     assert Monitor.objects.filter(runs=1).count() == 3
+
+
+def test_a_monitor_falling_due_soon_wakes_the_workers_and_a_later_one_does_not(agent, settings):
+    caller, _ = agent
+    settings.SIFT_BATCH_WORKERS = 2
+    now = timezone.now()
+    later = Monitor.objects.create(
+        caller=caller,
+        url="https://example.org/",
+        every=3600,
+        created_at=now,
+        due_at=now + timedelta(minutes=10),
+    )
+    assert wakeups.wake_workers() == 0
+    Monitor.objects.filter(pk=later.pk).update(due_at=now + timedelta(seconds=30))
+    assert wakeups.wake_workers() == 2
+    assert OrmQ.objects.count() == 2
