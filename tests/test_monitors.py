@@ -5,16 +5,18 @@ production fetch against pages served on loopback (docs/api.md, "Monitors"; docs
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 from django_q.models import OrmQ
 from werkzeug import Response
 
-from batch.engine import monitor_runs, wakeups, worker
+from batch.engine import monitor_runs, stopping, wakeups, worker
 from batch.engine.seam import Caller
 from batch.models import BatchJob, Monitor, MonitorChange, WebhookDelivery, WorkerSlot
 from batch.pipeline_bridge import fetch_target
@@ -381,3 +383,36 @@ def test_a_monitor_falling_due_soon_wakes_the_workers_and_a_later_one_does_not(a
     Monitor.objects.filter(pk=later.pk).update(due_at=now + timedelta(seconds=30))
     assert wakeups.wake_workers() == 2
     assert OrmQ.objects.count() == 2
+
+
+def test_a_stop_mid_run_gives_the_run_back_due_at_once_and_frees_its_slot(agent, monkeypatch):
+    _, client = agent
+    monitor_id = create(client, "https://example.org/").json()["id"]
+    monkeypatch.setattr(worker, "IN_FLIGHT", worker.InFlight())
+    monkeypatch.setattr(stopping.os, "_exit", lambda code: None)
+    started, release = threading.Event(), threading.Event()
+
+    def blocking(who: Caller, target: Target) -> dict[str, Any]:
+        started.set()
+        release.wait(10)
+        return {"content": "late", "meta": {}}
+
+    def drain_in_a_thread() -> None:
+        try:
+            worker.drain(blocking, budget=30)
+        finally:
+            connection.close()
+
+    drain = threading.Thread(target=drain_in_a_thread)
+    drain.start()
+    try:
+        assert started.wait(10)
+        stopping.stop_worker_process(grace=0.5)
+        shown = Monitor.objects.get(pk=monitor_id)
+        assert shown.due_at is not None
+        assert shown.due_at <= timezone.now()
+        assert not WorkerSlot.objects.filter(monitor__isnull=False).exists()
+    finally:
+        release.set()
+        drain.join(10)
+    assert Monitor.objects.get(pk=monitor_id).runs == 0, "the late answer was dropped"
