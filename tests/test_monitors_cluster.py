@@ -14,7 +14,8 @@ from standardwebhooks import Webhook
 from batch.models import Monitor
 
 from .deployment import Deployment, wait_for
-from .factories import LOOPBACK, SCRIPTED_BASE
+from .factories import LOOPBACK, SCRIPTED_BASE, scripted_job
+from .fetchers import read_calls
 from .receiver import receiver
 from .sites import Answer, site
 
@@ -104,3 +105,25 @@ def test_a_failing_site_is_recorded_and_ten_failures_in_a_row_pause_the_monitor_
         time.sleep(3)
         assert served.count("/up") == runs
     assert not Monitor.objects.filter(pk=deleted).exists()
+
+
+def test_a_callers_monitors_and_its_batch_share_one_turn_of_the_cluster(tmp_path, settings, make_caller):
+    settings.SIFT_MONITOR_MIN_EVERY = 1
+    watcher, watcher_client = make_caller("watcher")
+    other, _ = make_caller("other")
+    for n in range(5):
+        _monitor(watcher_client, f"{SCRIPTED_BASE}m{n}?sleep=0.1", every=3600)
+    scripted_job(watcher, *(f"w={n}&sleep=0.1" for n in range(5)))
+    scripted_job(other, *(f"o={n}&sleep=0.1" for n in range(5)))
+    deployment = Deployment(tmp_path, {"SIFT_BATCH_DRAIN_SECONDS": "20s"})  # the scripted fetch
+    deployment.start_cluster()
+    try:
+        wait_for(
+            lambda: len([c for c in read_calls(tmp_path) if c[0] == "end"]) >= 15, 60, "every run and target"
+        )
+    finally:
+        deployment.stop_all()
+    order = [url for event, _, _, url in read_calls(tmp_path) if event == "start"]
+    # One worker, one turn a round: the other caller's targets go every other turn while it has any.
+    assert [n for n, url in enumerate(order) if "o=" in url] == [1, 3, 5, 7, 9]
+    assert sum("/m" in url for url in order) == 5
