@@ -44,6 +44,8 @@ class Refusal(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused", 422
     CALLER_BUSY = "caller_busy", 429
     BUSY = "busy", 429
+    TOO_MANY_MONITORS = "too_many_monitors", 429
+    MONITORS_FULL = "monitors_full", 429
     INTERNAL = "internal", 500
     JOBS_BUSY = "jobs_busy", 503
     SERVER_BUSY = "server_busy", 503

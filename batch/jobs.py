@@ -153,7 +153,10 @@ def _reuse(caller: ApiKey, request: SubmitRequest, now: datetime) -> Submitted |
 def _reuse_within(targets: Sequence[Target]) -> timedelta:
     """The TTL, or the smallest ``max_age`` of the targets when that is less: a twin's answers
     are no fresher than the twin, so one made longer ago than the freshness asked is not reused,
-    and a target with ``max_age: 0`` makes a request no twin answers."""
+    and a target with ``max_age: 0`` makes a request no twin answers. Nor does one that asks
+    ``changes``: its change is this reading's, against the caller's last one."""
+    if any(t.options.changes for t in targets):
+        return timedelta(0)
     ages = [t.options.max_age for t in targets if t.options.max_age is not None]
     return min([_ttl(), *(timedelta(seconds=age) for age in ages)])
 

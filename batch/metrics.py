@@ -27,6 +27,7 @@ from batch.models import (
     BatchJob,
     BatchTarget,
     ClusterHeartbeat,
+    Monitor,
     TargetStatus,
     WebhookDelivery,
 )
@@ -65,6 +66,20 @@ WEBHOOK_GIVEN_UP = Counter(
     "sift_webhook_given_up", "Webhook deliveries given up after SIFT_WEBHOOK_RETRY_FOR", ["event_type"]
 )
 
+MONITOR_RUNS = Counter(
+    "sift_monitor_runs", "Monitor runs stored, by outcome (ok or a failure outcome)", ["outcome"]
+)
+MONITOR_CHANGES = Counter("sift_monitor_changes", "Monitor runs that found the page changed")
+MONITOR_FAILURES = Counter(
+    "sift_monitor_failures", "Monitor runs that failed (the site, the guard, a timeout)"
+)
+MONITOR_RUN_SECONDS = Histogram(
+    "sift_monitor_run_seconds",
+    "Seconds a worker spent on one monitor run",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, float("inf")),
+)
+# A monitor due this long and not yet run is overdue.
+OVERDUE_AFTER = timedelta(minutes=1)
 # The webhook series exist from the start at 0 (as fetch/metrics.py's): a first give-up is then
 # an increase an alert sees.
 for _counter in (WEBHOOK_DELIVERIES, WEBHOOK_FAILURES, WEBHOOK_RETRIES, WEBHOOK_GIVEN_UP):
@@ -95,6 +110,23 @@ class QueueCollector(Collector):
         )
         yield from cluster_heartbeats()
         yield from webhook_backlog()
+        yield from monitor_gauges()
+
+
+def monitor_gauges() -> Iterator[Metric]:
+    now = timezone.now()
+    counts = Monitor.objects.aggregate(
+        every=Count("pk"),
+        paused=Count("pk", filter=Q(due_at__isnull=True)),
+        overdue=Count("pk", filter=Q(due_at__lt=now - OVERDUE_AFTER)),
+    )
+    yield GaugeMetricFamily("sift_monitors", "Monitors, paused ones included", value=counts["every"])
+    yield GaugeMetricFamily("sift_monitors_paused", "Monitors paused", value=counts["paused"])
+    yield GaugeMetricFamily(
+        "sift_monitors_overdue",
+        "Monitors due more than a minute ago and not run yet",
+        value=counts["overdue"],
+    )
 
 
 # A cluster process that has not beaten for this long is counted as gone (as /healthz says).

@@ -26,7 +26,9 @@ def fetch_target(caller: Caller, target: Target) -> Result:
 
     try:
         partition = cache.partition_for(caller.name, caller.caller_class)
-        envelope = pipeline.fetch(target, partition=partition, caller=caller.name, wait_for_host=False)
+        envelope = pipeline.fetch(
+            target, partition=partition, caller=caller.name, wait_for_host=False, changes_scope=caller.scope
+        )
     except HostNotDue as exc:
         raise RetryLater(exc.message, wait=exc.retry_after, host_turn=True) from None
     except FetchError as exc:

@@ -48,6 +48,9 @@ class SlotTable:
     holder: str  # the holder column, e.g. "target_id" or "holder"
     empty: object  # its value when the slot is free: None or ""
     caller: str | None = None  # the column naming whose slot it is, where the table has one
+    # Other holder columns of the same rows (a worker slot holds a target or a monitor's run): a
+    # slot is free only when every one is empty, and holding or freeing it empties the others.
+    also: tuple[str, ...] = ()
 
     def take(
         self,
@@ -95,6 +98,7 @@ class SlotTable:
         if instead_of is not ANYONE:
             slot = slot.filter(**{self.holder: instead_of})
         changes: dict[str, Any] = {self.holder: holder, "lease_until": until}
+        changes.update(dict.fromkeys(self.also, self.empty))
         if self.caller is not None:
             changes[self.caller] = caller
         return bool(slot.update(**changes))
@@ -137,7 +141,7 @@ class SlotTable:
             self._manager()
             .select_for_update(skip_locked=True)
             .filter(number__lt=count)
-            .filter(Q(**{self.holder: self.empty}) | Q(lease_until__lt=now))
+            .filter(Q(**dict.fromkeys((self.holder, *self.also), self.empty)) | Q(lease_until__lt=now))
             .order_by("number")
         )
         number: int | None = free.values_list("number", flat=True).first()
@@ -148,6 +152,7 @@ class SlotTable:
 
     def _free(self) -> dict[str, object]:
         freed: dict[str, object] = {self.holder: self.empty, "lease_until": None}
+        freed.update(dict.fromkeys(self.also, self.empty))
         if self.caller is not None:
             freed[self.caller] = ""
         return freed

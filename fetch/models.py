@@ -89,3 +89,27 @@ class HostTurn(models.Model):
 
     def __str__(self) -> str:
         return f"host turn at {self.next_at:%H:%M:%S}"
+
+
+class LastReading(models.Model):
+    """A caller's last reading of a URL with given reading options, for ``changes: true``
+    (docs/api.md, "Changes"): the whole text, compressed, that the next such reading is compared
+    with. Kept per caller, never shared; ``scope`` keeps a monitor's readings apart from its
+    caller's own. Each caller's rows are bounded by count and bytes, oldest evicted first.
+    """
+
+    caller = models.CharField(max_length=100)
+    # SHA-256 of the scope, the URL and the options that shape the text.
+    key = models.CharField(max_length=64)
+    url = models.TextField()
+    text = models.BinaryField()
+    text_sha256 = models.CharField(max_length=64)
+    n_bytes = models.PositiveIntegerField()
+    read_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["caller", "read_at"], name="reading_caller_read_at")]
+        constraints = [models.UniqueConstraint(fields=["caller", "key"], name="reading_one_per_caller_key")]
+
+    def __str__(self) -> str:
+        return f"{self.caller}:{self.key[:12]}"

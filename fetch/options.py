@@ -186,6 +186,12 @@ class TargetOptions(OptionSet):
         "offset in the whole text), the same cells as the Markdown table in content.",
     )
 
+    changes: bool = Field(
+        default=False,
+        description="Compare this reading with your last reading of the same URL with the same "
+        "reading options, and answer change: new, same or changed, with a unified diff of the whole "
+        "text. Reads from the site (max_age defaults to 0), never a reused answer.",
+    )
     max_chars: int | None = Field(
         default=None,
         ge=1,
@@ -284,6 +290,11 @@ class TargetOptions(OptionSet):
     def to_dict(self) -> dict[str, Any]:
         """The options that differ from their defaults, which is the canonical form."""
         return self.model_dump(exclude_defaults=True)
+
+    @property
+    def freshness(self) -> int | None:
+        """The ``max_age`` a reading honours: as asked, else 0 with ``changes`` (read from the site)."""
+        return self.max_age if self.max_age is not None or not self.changes else 0
 
     @property
     def page_ranges(self) -> tuple[PageRange, ...] | None:

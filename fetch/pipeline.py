@@ -24,6 +24,7 @@ from django.utils import timezone
 from fetch import cache, client, gate, metrics
 from fetch.answer import slices
 from fetch.cache import CacheState
+from fetch.changes import readings
 from fetch.errors import FetchError
 from fetch.extract import Extracted, extract, refuse_empty
 from fetch.limits import EXTRACT_GRACE_SECONDS
@@ -56,11 +57,15 @@ class Source:
     screenshot: renderer.Screenshot | None = None
 
 
-def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = True) -> dict[str, Any]:
-    """Fetch ``target`` for ``caller`` (its name: cursors are bound to it), whose documents live in
-    ``partition`` (see ``cache.partition_for``).
+def fetch(
+    target: Target, *, partition: str, caller: str, wait_for_host: bool = True, changes_scope: str = ""
+) -> dict[str, Any]:
+    """Fetch ``target`` for ``caller`` (its name: cursors and last readings are bound to it), whose
+    documents live in ``partition`` (see ``cache.partition_for``).
 
     Without ``wait_for_host`` (a batch target), a host whose turn has not come raises ``HostNotDue``.
+    With ``changes``, the reading is compared with the caller's last one in ``changes_scope``
+    (a monitor's own, or the caller's when empty).
     """
     started = time.monotonic()
     outcome = "ok"
@@ -76,7 +81,11 @@ def fetch(target: Target, *, partition: str, caller: str, wait_for_host: bool = 
             if rendered is not None:
                 source, document = rendered, _extract(target, rendered, started)
         refuse_empty(document, rendered=source.rendered)
-        return _envelope(target, source, document, started, start=start, caller=caller)
+        envelope = _envelope(target, source, document, started, start=start, caller=caller)
+        if target.options.changes:
+            change = readings.track(caller, target, document.content, scope=changes_scope)
+            envelope["change"] = change.as_dict()
+        return envelope
     except FetchError as exc:
         outcome = exc.outcome
         raise
@@ -89,7 +98,7 @@ def _obtain(target: Target, partition: str, caller: str, turn: HostTurn) -> Sour
     if target.options.render is True:
         return _obtain_rendered(target, _rendered_partition(target, partition), caller, turn)
     copy = cache.lookup(partition, target.url)
-    if copy is not None and cache.is_fresh(copy, target.options.max_age):
+    if copy is not None and cache.is_fresh(copy, target.options.freshness):
         return _from_cache(copy, "hit")
     try:
         with turn() as timeout, gate.fetch_slot(caller):
@@ -106,7 +115,7 @@ def _obtain_rendered(target: Target, partition: str, caller: str, turn: HostTurn
     """The page as the browser left it, from the rendered partition or rendered now."""
     renderer.require_browser()
     copy = _rendered_copy(target, partition)
-    if copy is not None and cache.is_fresh(copy, target.options.max_age):
+    if copy is not None and cache.is_fresh(copy, target.options.freshness):
         return _rendered(_from_cache(copy, "hit"))
     server_process.start_soon()  # the browser starts while the page downloads
     try:
@@ -132,7 +141,7 @@ def _render_served(target: Target, partition: str, caller: str, served: Source) 
     if not renderer.available():
         return None
     copy = _rendered_copy(target, partition)
-    if copy is not None and cache.is_fresh(copy, target.options.max_age):
+    if copy is not None and cache.is_fresh(copy, target.options.freshness):
         return _rendered(_from_cache(copy, "hit"))
     # The page itself was downloaded in its host's turn; a render's subrequests take none. The
     # fetch slot first, as for render: true, so that no render slot waits on a fetch slot.

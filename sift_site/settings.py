@@ -26,7 +26,8 @@ from sift_site.env import (
     env_secret_key,
     env_str,
 )
-from sift_site.log_lines import FORMATS, QUIET_LIBRARIES
+from sift_site.log_lines import FORMATS
+from sift_site.logging_settings import logging_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -227,6 +228,16 @@ SIFT_BATCH_STREAM_KEEPALIVE = min(max(env_duration("SIFT_BATCH_STREAM_KEEPALIVE"
 # that died stop counting this long after its last renewal.
 SIFT_BATCH_STREAM_LEASE = max(env_duration("SIFT_BATCH_STREAM_LEASE", "30s"), 1.0)
 
+# --- sift: change tracking and monitors (docs/api.md, "Changes" and "Monitors") ----------------
+
+# A caller's last readings kept for changes: true, per caller, oldest evicted first; never shared.
+SIFT_CHANGES_PER_CALLER = env_int("SIFT_CHANGES_PER_CALLER", 1000, minimum=1)
+SIFT_CHANGES_BYTES_PER_CALLER = env_bytes("SIFT_CHANGES_BYTES_PER_CALLER", "64MiB")
+# Monitors: per caller and in all; the shortest every a monitor may ask (tests shorten it).
+SIFT_MONITORS_PER_CALLER = env_int("SIFT_MONITORS_PER_CALLER", 20, minimum=1)
+SIFT_MONITORS_TOTAL = env_int("SIFT_MONITORS_TOTAL", 1000, minimum=1)
+SIFT_MONITOR_MIN_EVERY = env_duration("SIFT_MONITOR_MIN_EVERY", "5m", positive=True)
+
 # --- sift: the MCP process (docs/mcp.md) -------------------------------------------------------
 
 # /mcp requests being served at once in the mcp process, per caller and in all, counted after the
@@ -311,45 +322,7 @@ LOG_FORMAT = env_choice("LOG_FORMAT", "text", FORMATS)
 LOG_LEVEL = env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")).upper()
 # Django's dictConfig, then Python's warnings as log lines too (py.warnings), in the same format.
 LOGGING_CONFIG = "sift_site.log_lines.configure"
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "line": {"()": "sift_site.log_lines.formatter", "log_format": LOG_FORMAT},
-    },
-    "filters": {
-        # 429 and 503 are back-pressure the API answers on purpose, with Retry-After; logging
-        # each as a warning or an error would bury real errors under a retry storm.
-        "not_back_pressure": {
-            "()": "django.utils.log.CallbackFilter",
-            "callback": lambda record: getattr(record, "status_code", None) not in (429, 503),
-        },
-        "path_only": {"()": "sift_site.access_log.PathOnly"},
-        "probes_at_debug": {"()": "sift_site.access_log.ProbesAtDebug"},
-    },
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "line", "filters": ["not_back_pressure"]},
-    },
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    # These libraries name hosts and URLs, or chatter, in their messages; logs keep URLs out.
-    "loggers": {
-        **{name: {"level": "ERROR"} for name in QUIET_LIBRARIES},
-        # uvicorn's own lines through sift's handler (the mcp process; gunicorn's uvicorn worker
-        # hands them to gunicorn's handlers, which sift_site/gunicorn_hooks.py formats alike).
-        "uvicorn": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False},
-        # Its access lines: paths without query strings, and scrapes of /metrics and /healthz at
-        # DEBUG (sift_site/access_log.py).
-        "uvicorn.access": {
-            "filters": ["path_only", "probes_at_debug"],
-            "level": LOG_LEVEL,
-            "propagate": True,
-        },
-        # django-q2 says at INFO every task it queues or runs and every schedule it fires: the
-        # cluster's own chatter, every minute with no work at all. sift logs the events that
-        # matter itself (jobs, targets, processes started and stopped).
-        "django-q": {"level": "DEBUG" if LOG_LEVEL == "DEBUG" else "WARNING"},
-    },
-}
+LOGGING = logging_settings(LOG_FORMAT, LOG_LEVEL)
 
 # --- the django-q2 cluster (docs/workers.md) ---------------------------------------------------
 

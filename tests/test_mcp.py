@@ -123,7 +123,7 @@ def _refusal(result: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("mode", ERAS)
-def test_the_seven_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server, agent, mode):
+def test_the_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server, agent, mode):
     _, client = agent
 
     async def body(mcp: Client) -> tuple[str, Any]:
@@ -133,7 +133,19 @@ def test_the_seven_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_serve
     eras = {"auto": MODERN_PROTOCOL_VERSIONS, "legacy": HANDSHAKE_PROTOCOL_VERSIONS}
     assert version in eras[mode]
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == {"fetch", "read", "map", "batch_submit", "batch_get", "batch_cancel", "batch_list"}
+    assert set(tools) == {
+        "fetch",
+        "read",
+        "map",
+        "batch_submit",
+        "batch_get",
+        "batch_cancel",
+        "batch_list",
+        "watch",
+        "unwatch",
+        "monitors",
+        "monitor_changes",
+    }
     fetch = tools["fetch"].input_schema
     assert fetch["required"] == ["url"]
     assert set(fetch["properties"]) == {
@@ -153,6 +165,7 @@ def test_the_seven_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_serve
         "images",
         "hidden",
         "robots",
+        "changes",
         "max_chars",
         "cursor",
         "offset",

@@ -298,7 +298,7 @@ def test_a_stop_between_two_targets_frees_the_slot_the_drain_kept(agent, monkeyp
     monkeypatch.setattr(worker, "IN_FLIGHT", worker.InFlight())
     with worker.IN_FLIGHT.lock:
         claim = worker._claim_keeping_slot(timezone.now())
-    assert claim is not None
+    assert isinstance(claim, worker.Claim)
     assert claim.keep_slot
     worker.run_claim(claim, fetchers.scripted)
     assert WorkerSlot.objects.get(number=claim.slot).target_id == claim.target_id  # kept after the store

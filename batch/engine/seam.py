@@ -16,8 +16,12 @@ from fetch.targets import Target
 
 
 class Caller(NamedTuple):
+    """Who a target is fetched for; ``scope`` is whose last readings ``changes: true`` compares
+    with: the caller's own (empty), or a monitor's (``monitor:<id>``)."""
+
     name: str
     caller_class: str
+    scope: str = ""
 
 
 Result = dict[str, Any]

@@ -23,6 +23,7 @@ from typing import Any
 from django.db import DatabaseError, connection
 
 from batch.engine import worker
+from batch.engine.monitor_runs import MonitorRun, release_run
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +94,16 @@ def stop_worker_process(grace: float = STOP_GRACE_SECONDS) -> None:
     os._exit(0)
 
 
-def _release(claim: worker.Claim) -> None:
+def _release(claim: worker.Claim | MonitorRun) -> None:
     for _ in range(RELEASE_TRIES):
         try:
-            worker.release_claim(claim)
+            if isinstance(claim, MonitorRun):
+                release_run(claim)
+            else:
+                worker.release_claim(claim)
             return
         except DatabaseError:
-            log.warning("job %s target %d: release failed", claim.job_id, claim.idx, exc_info=True)
+            log.warning("release of %s failed", claim, exc_info=True)
             connection.close()
             time.sleep(0.5)
     # Its lease runs out instead, and recovery counts it as a lost worker.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -20,19 +21,24 @@ from django.utils import timezone
 from django_q.models import OrmQ
 from django_q.tasks import async_task
 
-from batch.models import LIVE_STATUSES, BatchTarget, TargetStatus
+from batch.models import LIVE_STATUSES, BatchTarget, Monitor, TargetStatus
 
 log = logging.getLogger(__name__)
 
 DRAIN_TASK = "batch.engine.tasks.drain_targets"
+# Drains keep polling while a monitor falls due this soon; the per-minute wake-up, which looks this
+# far ahead too, covers the later ones (docs/workers.md, "Monitors").
+MONITOR_LOOKAHEAD = timedelta(seconds=90)
 # How often a worker process that started while the database was away tries its wake-up again.
 START_RETRY_SECONDS = 5.0
 
 
 def has_unfinished_work() -> bool:
-    """Is any target of a live job waiting or running?"""
+    """Is any target of a live job waiting or running, or a monitor due within ``MONITOR_LOOKAHEAD``?"""
     unfinished = (TargetStatus.PENDING, TargetStatus.RUNNING)
-    return BatchTarget.objects.filter(status__in=unfinished, job__status__in=LIVE_STATUSES).exists()
+    if BatchTarget.objects.filter(status__in=unfinished, job__status__in=LIVE_STATUSES).exists():
+        return True
+    return Monitor.objects.filter(due_at__lte=timezone.now() + MONITOR_LOOKAHEAD).exists()
 
 
 def wake_workers(*, work_known: bool = False) -> int:

@@ -19,20 +19,21 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from batch import metrics, retention
-from batch.engine import storable, wakeups
+from batch.engine import monitor_runs, rounds, storable, wakeups
+from batch.engine.monitor_runs import MonitorRun
 from batch.engine.reconnect import DATABASE_GONE, database_went_away, wait_for_database
+from batch.engine.rounds import WORKER_SLOTS
 from batch.engine.seam import Caller, FetchFunc, Result, RetryLater, TargetFailed  # noqa: F401 (Result)
-from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, JobStatus, TargetStatus, WorkerSlot
+from batch.models import LIVE_STATUSES, BatchJob, BatchTarget, JobStatus, TargetStatus
 from batch.webhooks import events
 from capacity.pacing import Every
-from capacity.slots import ANYONE, SlotTable
+from capacity.slots import ANYONE
 from fetch.outcomes import Outcome
 from fetch.targets import Target
 from sift_site.log_lines import concerning
 
 log = logging.getLogger(__name__)
 
-WORKER_SLOTS = SlotTable(WorkerSlot, holder="target_id", empty=None)
 MAX_LOST_LEASES = 3
 ALL_FAILED = "every target failed; each target's error and hint say why"
 IDLE_POLL_SECONDS = 0.2
@@ -67,11 +68,8 @@ class Claim(Attempt):
 
 
 # The querysets every claim and store starts from; each use adds its own filters to a copy.
-WAITING_TARGETS = (
-    BatchTarget.objects.select_for_update(skip_locked=True, of=("self",))
-    .filter(status=TargetStatus.PENDING, job__status__in=LIVE_STATUSES)
-    .order_by(F("job__served_at").asc(nulls_first=True), "job__created_at", "job_id", "idx")
-    .values("pk", "job_id", "idx", "url", "options", "attempts", "job__caller_class", "job__caller__name")
+WAITING_TARGETS = rounds.WAITING_TARGETS.select_for_update(skip_locked=True, of=("self",)).values(
+    "pk", "job_id", "idx", "url", "options", "attempts", "job__caller_class", "job__caller__name"
 )
 RUNNING_TARGETS = BatchTarget.objects.filter(status=TargetStatus.RUNNING)
 LIVE_JOBS = BatchJob.objects.filter(status__in=LIVE_STATUSES)
@@ -288,8 +286,8 @@ class InFlight:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: bool = False
-    claim: Claim | None = None
-    kept: Claim | None = None
+    claim: Claim | MonitorRun | None = None
+    kept: Claim | MonitorRun | None = None
 
 
 IN_FLIGHT = InFlight()
@@ -314,8 +312,11 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
                         break
                     time.sleep(IDLE_POLL_SECONDS)
                     continue
-                with concerning(job=str(claim.job_id), target=claim.idx):
-                    run_claim(claim, fetch)
+                if isinstance(claim, MonitorRun):
+                    monitor_runs.run_monitor(claim, fetch)
+                else:
+                    with concerning(job=str(claim.job_id), target=claim.idx):
+                        run_claim(claim, fetch)
                 ran += 1
             except DATABASE_GONE as error:
                 if not database_went_away(error):
@@ -334,9 +335,18 @@ def drain(fetch: FetchFunc, *, budget: float) -> int:
     return ran
 
 
-def _claim_keeping_slot(now: datetime) -> Claim | None:
-    """The drain's next claim, in the slot of its last one; with no target, the slot is freed."""
-    claim = claim_next_target(now, after=IN_FLIGHT.kept, keep_slot=True)
+def _claim_keeping_slot(now: datetime) -> Claim | MonitorRun | None:
+    """The drain's next claim, in the slot of its last one; with no target, the slot is freed. A
+    due monitor whose caller's turn comes first is run instead, in the same slot."""
+    run = monitor_runs.claim_if_its_turn(now, kept=IN_FLIGHT.kept)
+    if run is not None:
+        IN_FLIGHT.kept = run
+        return run
+    kept = IN_FLIGHT.kept
+    if isinstance(kept, MonitorRun):  # a target takes a free slot, not a monitor's
+        _free_kept_slot()
+        kept = None
+    claim = claim_next_target(now, after=kept, keep_slot=True)
     if claim is None:
         _free_kept_slot()
     IN_FLIGHT.kept = claim
@@ -348,7 +358,9 @@ def _free_kept_slot() -> None:
     refuses, the slot's lease frees it."""
     kept, IN_FLIGHT.kept = IN_FLIGHT.kept, None
     try:
-        if kept is not None:
+        if isinstance(kept, MonitorRun):
+            monitor_runs.free_slot(kept)
+        elif kept is not None:
             WORKER_SLOTS.release(kept.slot, kept.target_id)
     except DatabaseError:
         log.warning("freeing the drain's slot failed; its lease will free it", exc_info=True)

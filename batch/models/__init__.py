@@ -1,5 +1,6 @@
 """sift's records: callers, jobs and targets (``jobs``), the rows that coordinate processes
-(``coordination``) and webhook deliveries (``webhooks``). Everything is imported from here.
+(``coordination``), webhook deliveries (``webhooks``) and monitors (``monitors``). Everything is
+imported from here.
 """
 
 from batch.models.coordination import (
@@ -29,6 +30,7 @@ from batch.models.jobs import (
     new_job_id,
     new_webhook_secret,
 )
+from batch.models.monitors import MONITOR_CHANGED, Monitor, MonitorChange, MonitorLock
 from batch.models.webhooks import BATCH_FINISHED, WebhookAttempt, WebhookClaimLock, WebhookDelivery
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "JOB_ID_PATTERN",
     "LIVE_STATUSES",
     "MAX_DB_INT",
+    "MONITOR_CHANGED",
     "OUTCOME_CHOICES",
     "REUSABLE_STATUSES",
     "WEBHOOK_SECRET_PREFIX",
@@ -48,6 +51,9 @@ __all__ = [
     "EventStream",
     "IdempotencyKey",
     "JobStatus",
+    "Monitor",
+    "MonitorChange",
+    "MonitorLock",
     "SingleRowLock",
     "StreamLock",
     "SubmitLock",

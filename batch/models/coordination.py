@@ -51,6 +51,10 @@ class WorkerSlot(models.Model):
     target = models.ForeignKey(
         BatchTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Or the monitor whose run holds it (docs/workers.md, "Monitors"); never both.
+    monitor = models.ForeignKey(
+        "batch.Monitor", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:

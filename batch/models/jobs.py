@@ -61,6 +61,9 @@ class ApiKey(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Signs this caller's webhooks, so it is kept as it is; shown once, at creation or rotation.
     webhook_secret = models.CharField(max_length=100, default=new_webhook_secret, editable=False)
+    # When a worker last ran one of this caller's monitors: its turn in the round-robin, shared
+    # with its batch jobs' (docs/workers.md, "Monitors").
+    monitors_served_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name = "API key"

@@ -24,6 +24,8 @@ from fetch.limits import MAX_URL_CHARS
 from fetch.options import option_schemas, without_null
 from fetch.targets import SITE_OPTIONS
 
+ARGUMENTS_HINT = "Check the arguments against this tool's input schema (tools/list)."
+
 
 class ToolArguments(BaseModel):
     """A tool's arguments beside a target's or a map's: each of its JSON type exactly, no other."""
@@ -73,7 +75,7 @@ class ListArguments(ToolArguments):
     offset: int = Field(0, ge=0, le=MAX_DB_INT)
 
 
-def _schema_of(model: type[ToolArguments]) -> dict[str, Any]:
+def schema_of(model: type[ToolArguments]) -> dict[str, Any]:
     schema = model.model_json_schema()
     properties = {name: without_null(field) for name, field in schema["properties"].items()}
     return _object(properties, tuple(schema.get("required", ())))
@@ -98,7 +100,9 @@ def fetch_description() -> str:
         "fresher copy); the second is the content. A long document comes in "
         "slices of at most max_chars characters: send next_cursor back as cursor for the next "
         "one. With grep or question, spans give each match's offsets into the whole text, whose "
-        "version is content_sha256: fetch with offset and version to read from one. A refusal "
+        "version is content_sha256: fetch with offset and version to read from one. With "
+        "changes: true, change says what changed since your last reading of the page (a diff; "
+        "to be told of changes without asking, use watch). A refusal "
         "(blocked address, site error, timeout, document_changed) is an error result with a code "
         "and a hint saying what to do next. An HTML page's metadata (title, description, authors, "
         "published, modified, language, site_name, canonical_url, image, type: what the page "
@@ -189,7 +193,7 @@ def submit_description() -> str:
 
 
 def submit_arguments() -> dict[str, Any]:
-    return _schema_of(SubmitArguments)
+    return schema_of(SubmitArguments)
 
 
 def get_description() -> str:
@@ -202,7 +206,7 @@ def get_description() -> str:
 
 
 def get_arguments() -> dict[str, Any]:
-    return _schema_of(GetArguments)
+    return schema_of(GetArguments)
 
 
 def cancel_description() -> str:
@@ -213,7 +217,7 @@ def cancel_description() -> str:
 
 
 def cancel_arguments() -> dict[str, Any]:
-    return _schema_of(CancelArguments)
+    return schema_of(CancelArguments)
 
 
 def list_description() -> str:
@@ -221,4 +225,4 @@ def list_description() -> str:
 
 
 def list_arguments() -> dict[str, Any]:
-    return _schema_of(ListArguments)
+    return schema_of(ListArguments)

@@ -9,8 +9,6 @@ caps, the guard, the gate and the cache are the ones ``/v1`` uses.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import time
@@ -20,7 +18,6 @@ from functools import cache, partial
 from typing import Any
 
 import mcp_types as types
-from django.conf import settings
 from django.db import close_old_connections
 from ninja import Schema
 from pydantic import ValidationError
@@ -34,26 +31,24 @@ from doors.callbacks import validate_callback_url
 from doors.direct import fetch_for, map_for, read_for
 from doors.errors import fetch_error_body, refusal_body
 from doors.idempotency import validate_idempotency_key
-from doors.mcp import inputs
+from doors.mcp import inputs, monitor_tools, read_tool
+from doors.mcp.inputs import ARGUMENTS_HINT
 from doors.rest.envelope import FetchEnvelope
 from doors.rest.map_schemas import MapAnswer
+from doors.rest.monitor_schemas import MonitorChangePage, MonitorOut, MonitorPage
 from doors.rest.schemas import JobOut, JobPage, JobSummary, SubmitOut
 from doors.validation import (
-    refuse_site_option,
     validate_map,
     validate_target,
     validate_targets,
-    validate_upload_options,
 )
 from fetch.discovery.map_options import MapRequest
 from fetch.documents.uploads import Upload
 from fetch.errors import FetchError
 from fetch.outcomes import Outcome
-from fetch.targets import SITE_OPTIONS, Target, TargetOptions, printable
+from fetch.targets import Target, TargetOptions, printable
 
 log = logging.getLogger(__name__)
-
-ARGUMENTS_HINT = "Check the arguments against this tool's input schema (tools/list)."
 
 
 @dataclass(frozen=True)
@@ -123,37 +118,6 @@ def map_site(caller: ApiKey, request: MapRequest) -> dict[str, Any]:
     return _shaped(MapAnswer, map_for(caller, request))
 
 
-_DOCUMENT_ARGUMENTS = ("content", "media_type", "name")
-
-
-def read_request(arguments: dict[str, Any]) -> tuple[Upload, TargetOptions]:
-    """The document (base64 content, media type, name) and the options beside it, validated as
-    ``/v1/read`` validates them; a document over ``SIFT_UPLOAD_MAX_BYTES`` is ``too_large``."""
-    site = sorted(set(arguments) & set(SITE_OPTIONS))
-    if site:
-        raise refuse_site_option(site[0], flat=True)
-    texts = {name: arguments.get(name, "") for name in _DOCUMENT_ARGUMENTS}
-    wrong = next((name for name, value in texts.items() if not isinstance(value, str)), None)
-    if wrong is not None or not texts["content"]:
-        field = wrong or "content"
-        raise Refused(Refusal.INVALID_REQUEST, f"{field}: a string is needed", ARGUMENTS_HINT)
-    limit = settings.SIFT_UPLOAD_MAX_BYTES
-    if len(texts["content"]) > (limit + 2) // 3 * 4 + 4:
-        raise Refused(
-            Refusal.TOO_LARGE, f"the document is larger than {limit} bytes", "Send a smaller document."
-        )
-    try:
-        body = base64.b64decode(texts["content"], validate=True)
-    except (binascii.Error, ValueError):
-        raise Refused(
-            Refusal.INVALID_REQUEST, "content: not base64", "Send the document's bytes in base64."
-        ) from None
-    options = {name: value for name, value in arguments.items() if name not in _DOCUMENT_ARGUMENTS}
-    return Upload(body, texts["media_type"][:255], texts["name"][:255]), validate_upload_options(
-        options, flat=True
-    )
-
-
 def read_document(caller: ApiKey, request: tuple[Upload, TargetOptions]) -> dict[str, Any]:
     return _shaped(FetchEnvelope, read_for(caller, *request))
 
@@ -200,6 +164,49 @@ def batch_list(caller: ApiKey, arguments: dict[str, Any]) -> dict[str, Any]:
     return _shaped(JobPage, {"items": items, "count": count, "limit": limit, "offset": offset})
 
 
+MONITOR_TOOLS = (
+    Tool(
+        name="watch",
+        describe=monitor_tools.watch_description,
+        arguments=monitor_tools.watch_arguments,
+        check=partial(validated, monitor_tools.WatchArguments),
+        output=MonitorOut,
+        run=monitor_tools.watch,
+        annotations=types.ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+        ),
+    ),
+    Tool(
+        name="unwatch",
+        describe=monitor_tools.unwatch_description,
+        arguments=monitor_tools.unwatch_arguments,
+        check=partial(validated, monitor_tools.UnwatchArguments),
+        output=MonitorOut,
+        run=monitor_tools.unwatch,
+        annotations=types.ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+        ),
+    ),
+    Tool(
+        name="monitors",
+        describe=monitor_tools.monitors_description,
+        arguments=monitor_tools.monitors_arguments,
+        check=partial(validated, monitor_tools.MonitorsArguments),
+        output=MonitorPage,
+        run=monitor_tools.monitors,
+        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    ),
+    Tool(
+        name="monitor_changes",
+        describe=monitor_tools.changes_description,
+        arguments=monitor_tools.changes_arguments,
+        check=partial(validated, monitor_tools.ChangesArguments),
+        output=MonitorChangePage,
+        run=monitor_tools.monitor_changes,
+        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    ),
+)
+
 TOOLS = {
     tool.name: tool
     for tool in (
@@ -217,7 +224,7 @@ TOOLS = {
             name="read",
             describe=inputs.read_description,
             arguments=inputs.read_arguments,
-            check=read_request,
+            check=read_tool.read_request,
             output=FetchEnvelope,
             run=read_document,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
@@ -273,6 +280,7 @@ TOOLS = {
             run=batch_list,
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
         ),
+        *MONITOR_TOOLS,
     )
 }
 

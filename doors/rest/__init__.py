@@ -7,7 +7,7 @@ django-ninja. Who calls (``doors.auth``) and raw targets (``doors.validation``) 
 
 from __future__ import annotations
 
-from doors.rest import batches, events, fetches, maps, reads
+from doors.rest import batches, events, fetches, maps, monitors, reads
 from doors.rest.errors import install_error_handlers
 from doors.rest.openapi import SiftApi
 from doors.rest.parser import StrictJsonParser
@@ -27,3 +27,4 @@ api.add_router("/batch", events.router)
 api.add_router("/fetch", fetches.router)
 api.add_router("/map", maps.router)
 api.add_router("/read", reads.router)
+api.add_router("/monitors", monitors.router)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Field, Schema
@@ -101,6 +102,24 @@ class TableOut(Schema):
     headers: list[str] = Field(..., description="The header row; empty when the table has none.")
     rows: list[list[str]] = Field(..., description="Every row as long as the widest, spans repeated.")
     start: int = Field(..., description="The table's character offset in the whole text.")
+
+
+class ChangeOut(Schema):
+    """With changes: this reading against your last reading of the same URL and reading options."""
+
+    status: str = Field(
+        ...,
+        description="new (no earlier reading of yours to compare with), same, or changed.",
+    )
+    previous_at: datetime | None = Field(..., description="When the reading compared with was made.")
+    diff: str | None = Field(
+        ...,
+        description="changed: a unified diff of the whole text's lines (not the slice), cut at a line "
+        "end to at most max_chars; same: empty; new: null.",
+    )
+    added: int = Field(..., description="Lines added, over the whole diff.")
+    removed: int = Field(..., description="Lines removed, over the whole diff.")
+    diff_truncated: bool = Field(..., description="true when the diff was cut to fit.")
 
 
 class FetchEnvelope(Schema):
@@ -216,4 +235,9 @@ class FetchEnvelope(Schema):
         None,
         exclude_if=_absent_when_none,
         description="With tables: the data tables of the main content that start in this slice.",
+    )
+    change: ChangeOut | None = PydanticField(
+        None,
+        exclude_if=lambda change: change is None,
+        description="With changes: true, how this reading differs from your last one; absent otherwise.",
     )
