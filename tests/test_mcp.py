@@ -165,6 +165,8 @@ def test_the_tools_are_listed_with_schemas_in_both_protocol_eras(mcp_server, age
         "images",
         "hidden",
         "robots",
+        "structured",
+        "tables",
         "changes",
         "max_chars",
         "cursor",
