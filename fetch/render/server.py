@@ -1,6 +1,6 @@
 """The browser side of rendering: one shared render process per machine (docs/rendering.md).
 
-It imports nothing of sift and no Django but ``tab.py`` (one render in its tab):
+It imports nothing of sift and no Django but ``tab.py`` (one render in its tab) and ``visibility.py``:
 ``fetch/render/server_process.py`` starts it as a plain script with
 ``python -I``, an environment of ``PATH`` and Node's compile cache only and, where the platform
 allows, in a network namespace of its own (``unshare --user --map-root-user --net``: only a
