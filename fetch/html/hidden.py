@@ -41,6 +41,8 @@ RUNNABLE_SCRIPT = (
     "'javscript'), 'javascript')]"
 )
 _SPACES = re.compile(r"\s+")
+# A block hidden until a script shows it holds at least 1 / PAGE_SHARE of the page's text.
+PAGE_SHARE = 3
 # An accordion's items are at least this many siblings built alike (_accordion_panel).
 ACCORDION_ITEMS = 2
 # A control a reader clicks: a button, a link, what says it opens something.
@@ -145,15 +147,16 @@ def _visible_control(control: lxml.html.HtmlElement, page: _Page) -> bool:
 
 
 def _page_shown_by_script(element: lxml.html.HtmlElement, page: _Page) -> bool:
-    """On a served page, a hidden block holding every ``<h1>`` and most of the page's text, on a
-    page with a script: the page itself, which the script shows once it has loaded (shop apps)."""
+    """On a served page, a hidden block holding every ``<h1>`` and at least a third of the page's
+    text (PAGE_SHARE), on a page with a script: the page itself, which the script shows once it
+    has loaded (shop apps)."""
     if page.rendered or not page.scripted or not element.xpath(".//h1"):
         return False
     headings = page.tree.xpath("//h1")
     if len(element.xpath(".//h1")) < len(headings):
         return False
     body = page.tree.find("body")
-    return 2 * _text_chars(element, rendered=False) >= _text_chars(
+    return PAGE_SHARE * _text_chars(element, rendered=False) >= _text_chars(
         body if body is not None else page.tree, rendered=False
     )
 

@@ -74,6 +74,7 @@ Test = tuple[str | None, ElementTest]  # a compound part: the combinator to the 
 class _Rule:
     parts: tuple[Test, ...]  # right to left
     key: tuple[str, str]  # the rightmost part's ("id" | "class" | "tag" | "*", name)
+    needs: frozenset[tuple[str, str]]  # the ids and classes of its parts tested in Python
     specificity: tuple[int, int, int]
     order: int
     declarations: tuple[tuple[str, Value, bool], ...]
@@ -81,25 +82,37 @@ class _Rule:
 
 def page_styles(tree: lxml.html.HtmlElement, hides_alone: Callable[[str, Value], bool]) -> PageStyles:
     """The cascade of ``tree``'s own styles; ``hides_alone(name, value)`` tells which declarations
-    could hide an element by themselves (their rules are matched first)."""
-    styles = PageStyles(external=bool(tree.xpath(_EXTERNAL)))
+    could hide an element by themselves. Their rules are matched first; the others only on the
+    elements those rules or inline styles may hide, and what is around them (a rule that shows
+    one again, its background, a readable font inside it)."""
+    styles = PageStyles()
     ranked: dict[etree._Element, dict[str, tuple[Rank, Value]]] = defaultdict(dict)
-    rules = sorted(
-        _rules(tree, styles),
-        key=lambda rule: not any(hides_alone(name, value) for name, value, _ in rule.declarations),
-    )
+    inline = [
+        (element, list(_declarations(element.get("style") or ""))) for element in tree.xpath("//*[@style]")
+    ]
+    hiding = {
+        element for element, found in inline if any(hides_alone(name, value) for name, value, _ in found)
+    }
+    rules = list(_rules(tree, styles, hides_alone))
+    first = [rule for rule in rules if any(hides_alone(name, value) for name, value, _ in rule.declarations)]
     matcher = _Matcher(tree)
-    for rule in rules:
-        matched = matcher.select(rule)
-        if matched is None:
-            styles.cut_short = True
-            break
-        for element in matched:
+    matched: list[tuple[_Rule, list[etree._Element]]] = []
+    for group in (first, [rule for rule in rules if rule not in first]):
+        within = None if group is first else matcher.around(hiding)
+        for rule in group:
+            elements = matcher.select(rule, within)
+            if elements is None:
+                styles.cut_short = True
+                break
+            matched.append((rule, elements))
+            hiding.update(elements if group is first else ())
+    for rule, elements in matched:
+        for element in elements:
             for name, value, important in rule.declarations:
                 # Levels: a stylesheet's (0), an inline style's (1), !important ones (2 and 3).
                 _apply(ranked[element], name, value, (2 * important, *rule.specificity, rule.order))
-    for element in tree.xpath("//*[@style]"):
-        for name, value, important in _declarations(element.get("style") or ""):
+    for element, found in inline:
+        for name, value, important in found:
             _apply(ranked[element], name, value, (2 * important + 1, 0, 0, 0, 0))
     styles.declared = {
         element: {name: won[1] for name, won in props.items()} for element, props in ranked.items()
@@ -112,34 +125,59 @@ def _apply(props: dict[str, tuple[Rank, Value]], name: str, value: Value, rank: 
         props[name] = (rank, value)
 
 
-def _rules(tree: lxml.html.HtmlElement, styles: PageStyles) -> Iterator[_Rule]:
-    budget = MAX_CSS_CHARS
-    order = 0
-    for element in tree.xpath("//style[not(ancestor::template)]"):
-        media = " ".join((element.get("media") or "").lower().split())
-        css = (element.text or "")[:budget]
+def _rules(
+    tree: lxml.html.HtmlElement, styles: PageStyles, hides_alone: Callable[[str, Value], bool]
+) -> Iterator[_Rule]:
+    """The page's rules, one for each selector, in the cascade's order. A rule that may not apply
+    keeps only what does not hide: one inside ``@media`` with a condition (what shows on one
+    screen shows on another), or in a ``<style>`` an external stylesheet comes after (it may undo
+    the rule, and sift never reads it)."""
+    sheets = tree.xpath("//style[not(ancestor::template)] | " + _EXTERNAL[2:])
+    styles.external = any(sheet.tag == "link" for sheet in sheets)
+    budget, order = MAX_CSS_CHARS, 0
+    for at, element in enumerate(sheets):
+        media = _media(element.get("media") or "")
+        css = (element.text or "")[:budget] if element.tag == "style" else ""
         budget -= len(css)
-        if media not in _MEDIA_SHOWN or not css:
+        if media is None or not css:
             continue
-        for prelude, content in _qualified_rules(tinycss2.parse_stylesheet(css, True, True), styles):
-            declarations = tuple(_declarations(content))
+        undone = any(sheet.tag == "link" or "@import" in (sheet.text or "") for sheet in sheets[at + 1 :])
+        for prelude, content, certain in _qualified_rules(tinycss2.parse_stylesheet(css, True, True), styles):
+            applies = certain and media and not undone
+            declarations = tuple(d for d in _declarations(content) if applies or not hides_alone(d[0], d[1]))
             if not declarations:
                 continue
             for parts, key, specificity in _selectors(tinycss2.serialize(prelude)):
                 order += 1
-                yield _Rule(parts, key, specificity, order, declarations)
+                needs = frozenset(
+                    need for _, test in parts if isinstance(test, _Simple) for need in test.needs()
+                )
+                yield _Rule(parts, key, needs, specificity, order, declarations)
 
 
-def _qualified_rules(rules: list[Any], styles: PageStyles) -> Iterator[tuple[Value, Value]]:
+def _media(query: str) -> bool | None:
+    """Whether a media query holds on every screen (True), on some (False), or never (None: print,
+    speech)."""
+    query = " ".join(query.lower().split())
+    if query in _MEDIA_SHOWN:
+        return True
+    return None if query.startswith(("print", "speech", "only print")) else False
+
+
+def _qualified_rules(
+    rules: list[Any], styles: PageStyles, certain: bool = True
+) -> Iterator[tuple[Value, Value, bool]]:
     for rule in rules:
         if rule.type == "qualified-rule":
-            yield rule.prelude, rule.content
+            yield rule.prelude, rule.content, certain
         elif rule.type == "at-rule" and rule.lower_at_keyword == "import":
             styles.external = True
         elif rule.type == "at-rule" and rule.content is not None:
-            keyword, query = rule.lower_at_keyword, " ".join(tinycss2.serialize(rule.prelude).lower().split())
-            if keyword in _BLOCK_RULES or (keyword == "media" and query in _MEDIA_SHOWN):
-                yield from _qualified_rules(tinycss2.parse_rule_list(rule.content, True, True), styles)
+            keyword = rule.lower_at_keyword
+            media = _media(tinycss2.serialize(rule.prelude)) if keyword == "media" else certain
+            if keyword in _BLOCK_RULES or (keyword == "media" and media is not None):
+                nested = tinycss2.parse_rule_list(rule.content, True, True)
+                yield from _qualified_rules(nested, styles, certain and media is True)
 
 
 def _declarations(content: Value | str) -> Iterator[tuple[str, Value, bool]]:
@@ -246,6 +284,12 @@ class _Simple:
             return False
         return not self.classes or self.classes <= set((element.get("class") or "").split())
 
+    def needs(self) -> Iterator[tuple[str, str]]:
+        """What an element it matches has, which the page's index holds."""
+        yield from (("class", name) for name in self.classes)
+        if self.id:
+            yield "id", self.id
+
 
 def _key(compound: Any) -> tuple[str, str]:
     """The id, else a class, else the tag a compound part needs: the elements it can match."""
@@ -274,11 +318,30 @@ class _Matcher:
                 self.index["id", element.get("id")].append(element)
             for name in (element.get("class") or "").split():
                 self.index["class", name].append(element)
+        self.position = {element: at for at, element in enumerate(self.elements)}
         self.work = MATCH_WORK
 
-    def select(self, rule: _Rule) -> list[etree._Element] | None:
-        """The elements ``rule`` matches; None when the work allowed has run out."""
+    def around(self, elements: set[etree._Element]) -> set[etree._Element]:
+        """``elements``, what they hold and what holds them."""
+        found: set[etree._Element] = set()
+        for element in sorted(elements, key=self.position.__getitem__):
+            if element in found:
+                continue  # inside one met before: all it holds is in
+            found.update(inner for inner in element.iter() if isinstance(inner.tag, str))
+            for up in element.iterancestors():
+                if up in found:
+                    break
+                found.add(up)
+        return found
+
+    def select(self, rule: _Rule, within: set[etree._Element] | None = None) -> list[etree._Element] | None:
+        """The elements ``rule`` matches (of ``within`` only, when given); None when the work
+        allowed has run out."""
+        if any(key not in self.index for key in rule.needs):
+            return []  # an id or a class it names is nowhere on the page
         candidates = self.elements if rule.key[0] == "*" else self.index.get(rule.key, [])
+        if within is not None:
+            candidates = [element for element in candidates if element in within]
         known: dict[tuple[int, etree._Element], bool] = {}
         matched = []
         for element in candidates:
@@ -297,7 +360,11 @@ class _Matcher:
             return None
         combinator, test = parts[at]
         found: bool | None = bool(test(element))
-        if found and combinator is not None:
+        if found and combinator == " ":
+            found = self._above(parts, at + 1, element.getparent(), known)
+            if found is None:
+                return None
+        elif found and combinator is not None:
             found = False
             for other in _related(element, combinator):
                 self.work -= 1
@@ -310,13 +377,33 @@ class _Matcher:
         known[at, element] = bool(found)
         return found
 
+    def _above(
+        self, parts: tuple[Test, ...], at: int, node: etree._Element | None, known: dict
+    ) -> bool | None:
+        """Whether ``node`` or an element holding it matches ``parts[at:]``: each element is
+        looked at once for each part, whatever the number of elements inside it."""
+        path = []
+        found: bool | None = False
+        while node is not None:
+            if (~at, node) in known:
+                found = known[~at, node]
+                break
+            found = self._matches(parts, at, node, known)
+            if found is None:
+                return None
+            path.append(node)
+            if found:
+                break
+            node = node.getparent()
+        for passed in path:
+            known[~at, passed] = bool(found)
+        return found
+
 
 def _related(element: etree._Element, combinator: str) -> Iterator[etree._Element]:
-    """The elements the part on the left may be, by the combinator: ancestors, the parent, the
-    previous sibling, or every previous sibling."""
-    if combinator == " ":
-        yield from element.iterancestors()
-    elif combinator == ">":
+    """The elements the part on the left may be, by the combinator (but the descendant's, which
+    ``_above`` follows): the parent, the previous sibling, or every previous sibling."""
+    if combinator == ">":
         parent = element.getparent()
         if parent is not None:
             yield parent
