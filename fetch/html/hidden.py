@@ -1,21 +1,22 @@
 """Text a reader of the page cannot see, dropped from a parsed page before its text is extracted.
 
 Hidden text is the usual carrier of instructions meant for an agent and not for people, so it
-never reaches the content unless the caller asks for it (docs/fetch-content.md, "Hidden text").
-A served page is judged by its markup alone: the ``hidden`` attribute, ``aria-hidden="true"``,
-an inline style that hides (``display:none``, ``visibility:hidden``/``collapse``,
-``font-size:0``, absolute or fixed positioning far off the screen), ``<template>``. A rendered
-page is judged by the browser, which marks each element its computed style hides with
-``MARK`` (``hidden_marks.js``, run in the page before its DOM is read). What a reader opens with
-a click stays: ``<details>``, a tab's panel (``role="tabpanel"``), the panel a control names in
-``aria-controls`` (an accordion's answer), the panel of an accordion's item (one of a run of
-items built alike, each a visible head that is a control, a button, and the panel after it,
-hidden by ``display:none`` or ``hidden``: a product's description and specifications), and
-a block holding every ``<h1>`` of the page (the page's content, which a script shows once it has
-loaded); ``opacity:0`` alone does not hide (pages fade their text in). Comments never are page
-text: they go whatever is asked.
+never reaches the content unless the caller asks for it (docs/api.md, "Hidden text"). A served
+page is judged by its markup and its own styles: the ``hidden`` attribute, ``aria-hidden="true"``,
+``<template>``, and what its ``<style>`` elements and ``style`` attributes hide
+(``stylesheets.py`` works out the cascade, ``style_hiding.py`` what hides). A rendered page is
+judged by the browser, which marks each element its computed style hides with ``MARK``
+(``hidden_marks.js``, in a world the page's scripts cannot reach); what ``<noscript>`` holds is
+never shown there. What a reader opens with a click stays, when the page shows a way to open it:
+``<details>``, the panel a visible control names (a button's ``aria-controls``, a tab's panel by
+its ``aria-labelledby``), the panel of an accordion's item (one of a run of items built alike,
+each a visible head that is a control, a button, and the panel after it: a product's
+description and specifications), and on a page with a script a hidden block holding every
+``<h1>`` and a third of the page's text (the page, which the script shows once it has loaded).
+Comments never are page text: they go whatever is asked.
 
-The sandbox child imports this module with ``main_content``: standard library and lxml only.
+The sandbox child imports this module with ``main_content``: standard library, lxml, tinycss2
+and cssselect only.
 """
 
 from __future__ import annotations

@@ -128,8 +128,9 @@ def _nothing(value: Value) -> bool:
 
 
 def _invisible_colour(value: Value) -> bool:
+    """Transparent, or the white of the canvas behind a page that declares no background."""
     colour = _colour(value)
-    return colour is not None and colour.alpha == 0
+    return colour is not None and (colour.alpha == 0 or _same(colour, _WHITE))
 
 
 def _tiny_font(value: Value) -> bool:
@@ -283,9 +284,11 @@ def _colour_hides(element: etree._Element, styles: PageStyles) -> bool:
     if colour.alpha == 0:
         return True
     background = _background(element, styles)
-    return background is not None and all(
-        abs(a - b) <= SAME_COLOUR for a, b in zip(colour[:3], background[:3], strict=True)
-    )
+    return background is not None and _same(colour, background)
+
+
+def _same(colour: RGBA, other: RGBA) -> bool:
+    return all(abs(a - b) <= SAME_COLOUR for a, b in zip(colour[:3], other[:3], strict=True))
 
 
 def _background(element: etree._Element, styles: PageStyles) -> RGBA | None:

@@ -46,6 +46,8 @@ PROPERTIES = frozenset(
         "animation-name",
     }
 )  # fmt: skip
+_BEHIND = frozenset({"background-color", "background-image"})
+_INHERITED = frozenset({"font-size", "color"})
 _SHORTHANDS = {"margin", "padding", "overflow", "background", "font", "inset"}
 _MEDIA_SHOWN = frozenset({"", "all", "screen", "only screen"})
 _BLOCK_RULES = frozenset({"supports", "layer", "document", "scope"})
@@ -70,7 +72,7 @@ ElementTest = Callable[[etree._Element], Any]
 Test = tuple[str | None, ElementTest]  # a compound part: the combinator to the part on its left, its test
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Rule:
     parts: tuple[Test, ...]  # right to left
     key: tuple[str, str]  # the rightmost part's ("id" | "class" | "tag" | "*", name)
@@ -93,19 +95,31 @@ def page_styles(tree: lxml.html.HtmlElement, hides_alone: Callable[[str, Value],
     hiding = {
         element for element, found in inline if any(hides_alone(name, value) for name, value, _ in found)
     }
-    rules = list(_rules(tree, styles, hides_alone))
-    first = [rule for rule in rules if any(hides_alone(name, value) for name, value, _ in rule.declarations)]
+    first: list[_Rule] = []
+    then: list[_Rule] = []
+    for rule in _rules(tree, styles, hides_alone):
+        hides = any(hides_alone(name, value) for name, value, _ in rule.declarations)
+        (first if hides else then).append(rule)
     matcher = _Matcher(tree)
     matched: list[tuple[_Rule, list[etree._Element]]] = []
-    for group in (first, [rule for rule in rules if rule not in first]):
-        within = None if group is first else matcher.around(hiding)
-        for rule in group:
-            elements = matcher.select(rule, within)
-            if elements is None:
-                styles.cut_short = True
-                break
-            matched.append((rule, elements))
-            hiding.update(elements if group is first else ())
+    for rule in first:
+        elements = matcher.select(rule)
+        if elements is None:
+            styles.cut_short = True
+            break
+        matched.append((rule, elements))
+        hiding.update(elements)
+    inside, holding = matcher.around(hiding)
+    for rule in then if not styles.cut_short else ():
+        # What an element may hide needs its own declarations, those of what holds it for the
+        # background behind it, those of what it holds for a font or a colour of their own.
+        names = {name for name, _, _ in rule.declarations}
+        within = hiding | (holding if names & _BEHIND else set()) | (inside if names & _INHERITED else set())
+        elements = matcher.select(rule, within)
+        if elements is None:
+            styles.cut_short = True
+            break
+        matched.append((rule, elements))
     for rule, elements in matched:
         for element in elements:
             for name, value, important in rule.declarations:
@@ -321,18 +335,19 @@ class _Matcher:
         self.position = {element: at for at, element in enumerate(self.elements)}
         self.work = MATCH_WORK
 
-    def around(self, elements: set[etree._Element]) -> set[etree._Element]:
-        """``elements``, what they hold and what holds them."""
-        found: set[etree._Element] = set()
+    def around(self, elements: set[etree._Element]) -> tuple[set[etree._Element], set[etree._Element]]:
+        """What ``elements`` hold, and what holds them."""
+        inside: set[etree._Element] = set()
+        holding: set[etree._Element] = set()
         for element in sorted(elements, key=self.position.__getitem__):
-            if element in found:
+            if element in inside:
                 continue  # inside one met before: all it holds is in
-            found.update(inner for inner in element.iter() if isinstance(inner.tag, str))
+            inside.update(inner for inner in element.iter() if isinstance(inner.tag, str))
             for up in element.iterancestors():
-                if up in found:
+                if up in holding:
                     break
-                found.add(up)
-        return found
+                holding.add(up)
+        return inside, holding
 
     def select(self, rule: _Rule, within: set[etree._Element] | None = None) -> list[etree._Element] | None:
         """The elements ``rule`` matches (of ``within`` only, when given); None when the work
