@@ -54,7 +54,7 @@ def test_the_map_names_no_module_that_does_not_exist():
 
 def test_the_render_process_imports_only_the_standard_library_playwright_and_itself():
     """It runs with no secret and no route (docs/rendering.md): no Django, nothing of sift."""
-    for name in ("render/server.py", "render/tab.py"):
+    for name in ("render/server.py", "render/tab.py", "render/visibility.py"):
         tree = ast.parse((ROOT / "fetch" / name).read_text())
         nodes = list(ast.walk(tree))
         imported = {alias.name for node in nodes if isinstance(node, ast.Import) for alias in node.names}
@@ -64,6 +64,6 @@ def test_the_render_process_imports_only_the_standard_library_playwright_and_its
             for module in imported
             if module.split(".")[0] not in sys.stdlib_module_names
             and module.split(".")[0] != "playwright"
-            and module != "fetch.render.tab"
+            and module not in ("fetch.render.tab", "fetch.render.visibility")
         }
         assert foreign == set(), f"fetch/{name} imports {foreign}"

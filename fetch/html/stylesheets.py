@@ -1,39 +1,35 @@
 """The page's own styles, as a served page declares them: its ``<style>`` elements and ``style``
 attributes, parsed with tinycss2 (comments, escapes and ``!important`` as a browser reads them),
-their selectors with cssselect, and the cascade worked out for the properties that can hide text.
+their selectors matched by ``selector_matching.py``, and the cascade worked out for the
+properties that can hide text.
 
 Nothing is ever fetched: a ``<link rel="stylesheet">`` or an ``@import`` only tells that the page
-has styles sift does not see (``PageStyles.external``). Rules inside ``@media`` apply only for
-``all`` or ``screen`` without conditions (what shows on one screen size shows on another), and
-not ``:hover`` and the like (cssselect matches them to nothing). Custom properties (``var()``)
-are not resolved.
+has styles sift does not see (``PageStyles.external``). A rule that may not apply keeps only what
+shows: one inside ``@media`` with a condition (what shows on one screen shows on another), one an
+external stylesheet after it may undo. ``:hover`` and the like match nothing (cssselect), and
+custom properties (``var()``) are not resolved.
 
-Matching costs at most ``MATCH_WORK`` steps a page (a compound selector tried on an element, or
-an ancestor or sibling looked at): a hostile page of many rules over many elements cannot spend
-the fetch's deadline. Rules that could hide on their own are matched first; past the cap the rest
-are not applied, and ``PageStyles.cut_short`` says so. Selectors are matched right to left, as a
-browser does, from the elements that have the rightmost part's id, class or tag, each part's
-result for an element kept, so that no selector costs more than its parts times the elements.
+Matching shares ``MATCH_WORK`` steps a page: a hostile page of many rules over many elements
+cannot spend the fetch's deadline. Rules that could hide on their own are matched first, the
+others only where they matter; past the cap the rest are not applied, and
+``PageStyles.cut_short`` says so.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import cssselect
 import lxml.html
 import tinycss2
 from lxml import etree
 from tinycss2 import ast
 from tinycss2.color3 import parse_color
 
-# What a hostile page may make the matching do, in steps (see the module's docstring); a page of
-# a few thousand rules over a few thousand elements needs far fewer.
-MATCH_WORK = 200_000
+from fetch.html.selector_matching import Matcher, Selector, parse_selectors
+
 # The most CSS read from a page's <style> elements, in characters.
 MAX_CSS_CHARS = 1_000_000
 # The properties that can hide text, or undo or complete what hides it.
@@ -51,7 +47,6 @@ _INHERITED = frozenset({"font-size", "color"})
 _SHORTHANDS = {"margin", "padding", "overflow", "background", "font", "inset"}
 _MEDIA_SHOWN = frozenset({"", "all", "screen", "only screen"})
 _BLOCK_RULES = frozenset({"supports", "layer", "document", "scope"})
-_TRANSLATOR = cssselect.HTMLTranslator()
 _EXTERNAL = "//link[contains(translate(@rel, 'STYLEHT', 'styleht'), 'stylesheet')]"
 
 Value = list[ast.Node]
@@ -68,16 +63,11 @@ class PageStyles:
 
 
 Rank = tuple[int, int, int, int, int]  # level (below), then specificity, then document order
-ElementTest = Callable[[etree._Element], Any]
-Test = tuple[str | None, ElementTest]  # a compound part: the combinator to the part on its left, its test
 
 
 @dataclass(frozen=True, eq=False)
 class _Rule:
-    parts: tuple[Test, ...]  # right to left
-    key: tuple[str, str]  # the rightmost part's ("id" | "class" | "tag" | "*", name)
-    needs: frozenset[tuple[str, str]]  # the ids and classes of its parts tested in Python
-    specificity: tuple[int, int, int]
+    selector: Selector
     order: int
     declarations: tuple[tuple[str, Value, bool], ...]
 
@@ -100,10 +90,10 @@ def page_styles(tree: lxml.html.HtmlElement, hides_alone: Callable[[str, Value],
     for rule in _rules(tree, styles, hides_alone):
         hides = any(hides_alone(name, value) for name, value, _ in rule.declarations)
         (first if hides else then).append(rule)
-    matcher = _Matcher(tree)
+    matcher = Matcher(tree)
     matched: list[tuple[_Rule, list[etree._Element]]] = []
     for rule in first:
-        elements = matcher.select(rule)
+        elements = matcher.select(rule.selector)
         if elements is None:
             styles.cut_short = True
             break
@@ -115,7 +105,7 @@ def page_styles(tree: lxml.html.HtmlElement, hides_alone: Callable[[str, Value],
         # background behind it, those of what it holds for a font or a colour of their own.
         names = {name for name, _, _ in rule.declarations}
         within = hiding | (holding if names & _BEHIND else set()) | (inside if names & _INHERITED else set())
-        elements = matcher.select(rule, within)
+        elements = matcher.select(rule.selector, within)
         if elements is None:
             styles.cut_short = True
             break
@@ -124,7 +114,7 @@ def page_styles(tree: lxml.html.HtmlElement, hides_alone: Callable[[str, Value],
         for element in elements:
             for name, value, important in rule.declarations:
                 # Levels: a stylesheet's (0), an inline style's (1), !important ones (2 and 3).
-                _apply(ranked[element], name, value, (2 * important, *rule.specificity, rule.order))
+                _apply(ranked[element], name, value, (2 * important, *rule.selector.specificity, rule.order))
     for element, found in inline:
         for name, value, important in found:
             _apply(ranked[element], name, value, (2 * important + 1, 0, 0, 0, 0))
@@ -161,12 +151,9 @@ def _rules(
             declarations = tuple(d for d in _declarations(content) if applies or not hides_alone(d[0], d[1]))
             if not declarations:
                 continue
-            for parts, key, specificity in _selectors(tinycss2.serialize(prelude)):
+            for selector in parse_selectors(tinycss2.serialize(prelude)):
                 order += 1
-                needs = frozenset(
-                    need for _, test in parts if isinstance(test, _Simple) for need in test.needs()
-                )
-                yield _Rule(parts, key, needs, specificity, order, declarations)
+                yield _Rule(selector, order, declarations)
 
 
 def _media(query: str) -> bool | None:
@@ -236,199 +223,3 @@ def _longhands(name: str, value: Value) -> Iterator[tuple[str, Value]]:
             if token.type in ("dimension", "percentage", "number", "function") or slash_next:
                 yield "font-size", [token]
                 return
-
-
-def _selectors(text: str) -> Iterator[tuple[tuple[Test, ...], tuple[str, str], tuple[int, int, int]]]:
-    """Each selector of a rule's prelude as its compound parts, right to left, each a test of one
-    element, with its rightmost part's key and its specificity; none for a pseudo-element
-    (``::before`` hides only itself) or what cssselect cannot read."""
-    try:
-        parsed = cssselect.parse(text)
-    except cssselect.SelectorError:
-        return
-    for selector in parsed:
-        if selector.pseudo_element is not None:
-            continue
-        parts: list[tuple[str | None, Any]] = []
-        node = selector.parsed_tree
-        while isinstance(node, cssselect.parser.CombinedSelector):
-            parts.append((node.combinator, node.subselector))
-            node = node.selector
-        parts.append((None, node))
-        try:
-            tests = tuple((combinator, _test(part)) for combinator, part in parts)
-        except (cssselect.SelectorError, etree.XPathError, ValueError):
-            continue  # ValueError: a selector inside :has() or :is(), not matched
-        yield tests, _key(parts[0][1]), selector.specificity()
-
-
-def _test(compound: Any) -> ElementTest:
-    """A test of one element for a compound part: in Python for a tag, an id and classes (most
-    parts), else the XPath cssselect makes of it."""
-    tag, ids, classes = None, set(), set()
-    node = compound
-    while type(node).__name__ in ("Class", "Hash"):
-        if type(node).__name__ == "Class":
-            classes.add(node.class_name)
-        else:
-            ids.add(node.id)
-        node = node.selector
-    if type(node).__name__ == "Element" and len(ids) <= 1:
-        tag = node.element.lower() if node.element else None
-        return _Simple(tag, next(iter(ids), None), frozenset(classes))
-    path = str(_TRANSLATOR.xpath(compound))
-    if "/" in path:
-        raise ValueError(path)
-    return _compiled("self::" + path)
-
-
-@functools.lru_cache(maxsize=4096)
-def _compiled(path: str) -> etree.XPath:
-    return etree.XPath(path)
-
-
-@dataclass(frozen=True)
-class _Simple:
-    tag: str | None
-    id: str | None
-    classes: frozenset[str]
-
-    def __call__(self, element: etree._Element) -> bool:
-        if (self.tag and element.tag != self.tag) or (self.id and element.get("id") != self.id):
-            return False
-        return not self.classes or self.classes <= set((element.get("class") or "").split())
-
-    def needs(self) -> Iterator[tuple[str, str]]:
-        """What an element it matches has, which the page's index holds."""
-        yield from (("class", name) for name in self.classes)
-        if self.id:
-            yield "id", self.id
-
-
-def _key(compound: Any) -> tuple[str, str]:
-    """The id, else a class, else the tag a compound part needs: the elements it can match."""
-    found: tuple[str, str] = ("*", "")
-    while compound is not None:
-        kind = type(compound).__name__
-        if kind == "Hash":
-            return "id", compound.id
-        if kind == "Class":
-            found = ("class", compound.class_name)
-        elif kind == "Element" and found[0] == "*" and compound.element:
-            found = ("tag", compound.element.lower())
-        compound = getattr(compound, "selector", None)
-    return found
-
-
-class _Matcher:
-    """Rules matched against one page, right to left, within MATCH_WORK steps in all."""
-
-    def __init__(self, tree: lxml.html.HtmlElement) -> None:
-        self.elements: list[etree._Element] = [e for e in tree.iter() if isinstance(e.tag, str)]
-        self.index: dict[tuple[str, str], list[etree._Element]] = defaultdict(list)
-        for element in self.elements:
-            self.index["tag", element.tag].append(element)
-            if element.get("id"):
-                self.index["id", element.get("id")].append(element)
-            for name in (element.get("class") or "").split():
-                self.index["class", name].append(element)
-        self.position = {element: at for at, element in enumerate(self.elements)}
-        self.work = MATCH_WORK
-
-    def around(self, elements: set[etree._Element]) -> tuple[set[etree._Element], set[etree._Element]]:
-        """What ``elements`` hold, and what holds them."""
-        inside: set[etree._Element] = set()
-        holding: set[etree._Element] = set()
-        for element in sorted(elements, key=self.position.__getitem__):
-            if element in inside:
-                continue  # inside one met before: all it holds is in
-            inside.update(inner for inner in element.iter() if isinstance(inner.tag, str))
-            for up in element.iterancestors():
-                if up in holding:
-                    break
-                holding.add(up)
-        return inside, holding
-
-    def select(self, rule: _Rule, within: set[etree._Element] | None = None) -> list[etree._Element] | None:
-        """The elements ``rule`` matches (of ``within`` only, when given); None when the work
-        allowed has run out."""
-        if any(key not in self.index for key in rule.needs):
-            return []  # an id or a class it names is nowhere on the page
-        candidates = self.elements if rule.key[0] == "*" else self.index.get(rule.key, [])
-        if within is not None:
-            candidates = [element for element in candidates if element in within]
-        known: dict[tuple[int, etree._Element], bool] = {}
-        matched = []
-        for element in candidates:
-            found = self._matches(rule.parts, 0, element, known)
-            if found is None:
-                return None
-            if found:
-                matched.append(element)
-        return matched
-
-    def _matches(self, parts: tuple[Test, ...], at: int, element: etree._Element, known: dict) -> bool | None:
-        if (at, element) in known:
-            return known[at, element]
-        self.work -= 1
-        if self.work < 0:
-            return None
-        combinator, test = parts[at]
-        found: bool | None = bool(test(element))
-        if found and combinator == " ":
-            found = self._above(parts, at + 1, element.getparent(), known)
-            if found is None:
-                return None
-        elif found and combinator is not None:
-            found = False
-            for other in _related(element, combinator):
-                self.work -= 1
-                inner = self._matches(parts, at + 1, other, known)
-                if inner is None or self.work < 0:
-                    return None
-                if inner:
-                    found = True
-                    break
-        known[at, element] = bool(found)
-        return found
-
-    def _above(
-        self, parts: tuple[Test, ...], at: int, node: etree._Element | None, known: dict
-    ) -> bool | None:
-        """Whether ``node`` or an element holding it matches ``parts[at:]``: each element is
-        looked at once for each part, whatever the number of elements inside it."""
-        path = []
-        found: bool | None = False
-        while node is not None:
-            if (~at, node) in known:
-                found = known[~at, node]
-                break
-            found = self._matches(parts, at, node, known)
-            if found is None:
-                return None
-            path.append(node)
-            if found:
-                break
-            node = node.getparent()
-        for passed in path:
-            known[~at, passed] = bool(found)
-        return found
-
-
-def _related(element: etree._Element, combinator: str) -> Iterator[etree._Element]:
-    """The elements the part on the left may be, by the combinator (but the descendant's, which
-    ``_above`` follows): the parent, the previous sibling, or every previous sibling."""
-    if combinator == ">":
-        parent = element.getparent()
-        if parent is not None:
-            yield parent
-    elif combinator == "+":
-        previous = element.getprevious()
-        while previous is not None and not isinstance(previous.tag, str):
-            previous = previous.getprevious()
-        if previous is not None:
-            yield previous
-    elif combinator == "~":
-        yield from (
-            sibling for sibling in element.itersiblings(preceding=True) if isinstance(sibling.tag, str)
-        )
