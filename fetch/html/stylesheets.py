@@ -17,10 +17,11 @@ others only where they matter; past the cap the rest are not applied, and
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import lxml.html
 import tinycss2
@@ -45,8 +46,29 @@ PROPERTIES = frozenset(
 _BEHIND = frozenset({"background-color", "background-image"})
 _INHERITED = frozenset({"font-size", "color"})
 _SHORTHANDS = {"margin", "padding", "overflow", "background", "font", "inset"}
+_READ = PROPERTIES | _SHORTHANDS
 _MEDIA_SHOWN = frozenset({"", "all", "screen", "only screen"})
 _BLOCK_RULES = frozenset({"supports", "layer", "document", "scope"})
+# The scan of a stylesheet: comments, strings, braces and semicolons.
+_LEXEME = re.compile(r"/\*.*?(?:\*/|\Z)|\"(?:\\.|[^\"\\])*\"?|'(?:\\.|[^'\\])*'?|[{};]", re.S)
+_COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.S)
+_TAG = re.compile(r"[a-zA-Z][-\w]*|")
+_BACKGROUND = re.compile(r"(?<![\w-])background(?:-color|-image)?\s*:", re.IGNORECASE)
+_FONT_OR_COLOUR = re.compile(r"(?<![\w-])(?:font-size|font|color)\s*:", re.IGNORECASE)
+_NAMED = re.compile(r"[.#]-?[_a-zA-Z\u0080-\uffff][-\w]*")
+# What a block that may hide holds: a superset of what style_hiding.hides_alone finds, so that the
+# rest of the page's CSS need not be read unless it may match near what may be hidden.
+_TINY = r"(?<![\w.#-])(?:0*\.0|0(?![.\d])|0*\.\d*px|calc\(|min\(|max\(|clamp\(|\d(?:\.\d*)?%)"
+_FAR_BACK = r"-\s*(?:\d{3}|\d{2}(?:\.\d*)?(?:r?em|v[wh]|vmin|vmax|cm|in|pc|ch|ex))|calc\(|min\(|max\(|clamp\("
+_MAY_HIDE = re.compile(
+    r"display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)"
+    rf"|font-size\s*:\s*{_TINY}|font\s*:[^;}}]*?{_TINY}"
+    rf"|(?:left|top|indent|margin|inset|translate)[^;}}]*(?:{_FAR_BACK})"
+    r"|(?<![\w-])(?:max-)?(?:height|width)\s*:\s*(?:0|1px|\.|[a-z-]+\()"
+    r"|(?<![\w-])clip(?:-path)?\s*:|scale\w*\(\s*0*\.?0*\s*[,)]"
+    r"|(?<![\w-])color\s*:\s*(?:transparent|white|#f[0-9a-f]{2,7}\b|#[0-9a-f]{3}0\b|#[0-9a-f]{6}00\b"
+    r"|rgba?\([^)]*(?:[,/]\s*0*\.?0*%?\s*\)|25\d)|hsla?\()"
+)
 _EXTERNAL = "//link[contains(translate(@rel, 'STYLEHT', 'styleht'), 'stylesheet')]"
 
 Value = list[ast.Node]
@@ -87,7 +109,8 @@ def page_styles(tree: lxml.html.HtmlElement, hides_alone: Callable[[str, Value],
     }
     first: list[_Rule] = []
     then: list[_Rule] = []
-    for rule in _rules(tree, styles, hides_alone):
+    units = list(_page_units(tree, styles))
+    for rule in _rules([unit for unit in units if unit.may_hide], hides_alone):
         hides = any(hides_alone(name, value) for name, value, _ in rule.declarations)
         (first if hides else then).append(rule)
     matcher = Matcher(tree)
@@ -100,6 +123,8 @@ def page_styles(tree: lxml.html.HtmlElement, hides_alone: Callable[[str, Value],
         matched.append((rule, elements))
         hiding.update(elements)
     inside, holding = matcher.around(hiding)
+    near = [{name for element in group for name in _names(element)} for group in (hiding, holding, inside)]
+    then += _rules([unit for unit in units if not unit.may_hide and unit.may_matter(*near)], hides_alone)
     for rule in then if not styles.cut_short else ():
         # What an element may hide needs its own declarations, those of what holds it for the
         # background behind it, those of what it holds for a font or a colour of their own.
@@ -129,16 +154,47 @@ def _apply(props: dict[str, tuple[Rank, Value]], name: str, value: Value, rank: 
         props[name] = (rank, value)
 
 
-def _rules(
-    tree: lxml.html.HtmlElement, styles: PageStyles, hides_alone: Callable[[str, Value], bool]
-) -> Iterator[_Rule]:
-    """The page's rules, one for each selector, in the cascade's order. A rule that may not apply
-    keeps only what does not hide: one inside ``@media`` with a condition (what shows on one
-    screen shows on another), or in a ``<style>`` an external stylesheet comes after (it may undo
-    the rule, and sift never reads it)."""
+@dataclass(frozen=True)
+class _Unit:
+    """A rule of a ``<style>`` as a quick scan finds it, before tinycss2 reads its block (most of a
+    page's CSS is never read further: only what may hide, and what may match near it)."""
+
+    prelude: str
+    block: str
+    applies: bool  # False: it may not apply, and keeps only what shows
+    order: int
+    may_hide: bool  # its block may hide an element (or holds what only tinycss2 reads right)
+
+    def may_matter(self, hiding: set[str], holding: set[str], inside: set[str]) -> bool:
+        """Whether it may match what may be hidden, what holds it (for a background) or what it
+        holds (for a font or a colour), each given by the names of its elements."""
+        return (
+            self.may_match(hiding)
+            or (bool(_BACKGROUND.search(self.block)) and self.may_match(holding))
+            or (bool(_FONT_OR_COLOUR.search(self.block)) and self.may_match(inside))
+        )
+
+    def may_match(self, names: set[str]) -> bool:
+        """Whether a selector of it may match an element with one of ``names`` (``.class``,
+        ``#id``) or any element (a rightmost part without a class or an id)."""
+        for selector in self.prelude.split(","):
+            if any(mark in selector for mark in "([\\"):
+                return True
+            last = re.split(r"[\s>+~]+", selector.strip())[-1]
+            found = _NAMED.findall(last) or [_TAG.match(last)[0].lower()]  # type: ignore[index]
+            if found == [""] or any(name in names for name in found):
+                return True
+        return False
+
+
+def _page_units(tree: lxml.html.HtmlElement, styles: PageStyles) -> Iterator[_Unit]:
+    """The rules of the page's ``<style>`` elements in the cascade's order. A rule may not apply
+    inside ``@media`` with a condition (what shows on one screen shows on another), or in a
+    ``<style>`` an external stylesheet comes after (it may undo the rule, and sift never reads
+    it)."""
     sheets = tree.xpath("//style[not(ancestor::template)] | " + _EXTERNAL[2:])
     styles.external = any(sheet.tag == "link" for sheet in sheets)
-    budget, order = MAX_CSS_CHARS, 0
+    budget, order = MAX_CSS_CHARS, itertools.count()
     for at, element in enumerate(sheets):
         media = _media(element.get("media") or "")
         css = (element.text or "")[:budget] if element.tag == "style" else ""
@@ -146,14 +202,66 @@ def _rules(
         if media is None or not css:
             continue
         undone = any(sheet.tag == "link" or "@import" in (sheet.text or "") for sheet in sheets[at + 1 :])
-        for prelude, content, certain in _qualified_rules(tinycss2.parse_stylesheet(css, True, True), styles):
-            applies = certain and media and not undone
-            declarations = tuple(d for d in _declarations(content) if applies or not hides_alone(d[0], d[1]))
-            if not declarations:
-                continue
-            for selector in parse_selectors(tinycss2.serialize(prelude)):
-                order += 1
-                yield _Rule(selector, order, declarations)
+        yield from _units(css, bool(media) and not undone, order, styles)
+
+
+def _units(css: str, applies: bool, order: Iterator[int], styles: PageStyles) -> Iterator[_Unit]:
+    """Each qualified rule of ``css``, inside ``@media``, ``@supports`` and ``@layer`` too, found by
+    a scan that knows comments and strings; at-rules without selectors (``@font-face``,
+    ``@keyframes``) are left out."""
+    depth, start, opened = 0, 0, 0
+    for lexeme in _LEXEME.finditer(css):
+        found = lexeme.group()
+        if found == "{":
+            depth += 1
+            if depth == 1:
+                opened = lexeme.end()
+        elif found == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                prelude = _COMMENT.sub("", css[start : opened - 1]).strip()
+                yield from _unit(prelude, css[opened : lexeme.start()], applies, order, styles)
+                start = lexeme.end()
+        elif found in ";}" and depth == 0:
+            if css[start : lexeme.start()].strip().lower().startswith("@import"):
+                styles.external = True
+            start = lexeme.end()
+
+
+def _unit(
+    prelude: str, block: str, applies: bool, order: Iterator[int], styles: PageStyles
+) -> Iterator[_Unit]:
+    if not prelude.startswith("@"):
+        may_hide = bool(_MAY_HIDE.search(block.lower())) or "\\" in block or "/*" in block
+        yield _Unit(prelude, block, applies, next(order), may_hide)
+        return
+    keyword, _, query = prelude[1:].partition(" ")
+    keyword = keyword.lower()
+    media = _media(query) if keyword == "media" else True
+    if keyword in _BLOCK_RULES or (keyword == "media" and media is not None):
+        yield from _units(block, applies and media is True, order, styles)
+
+
+def _rules(units: list[_Unit], hides_alone: Callable[[str, Value], bool]) -> list[_Rule]:
+    """The rules of ``units``, one for each selector; a unit that may not apply keeps only what
+    does not hide."""
+    rules = []
+    for unit in units:
+        declarations = tuple(
+            found
+            for found in _declarations(unit.block)
+            if unit.applies or not hides_alone(found[0], found[1])
+        )
+        if declarations:
+            rules += [_Rule(selector, unit.order, declarations) for selector in parse_selectors(unit.prelude)]
+    return rules
+
+
+def _names(element: etree._Element) -> Iterator[str]:
+    yield element.tag
+    yield from ("." + name for name in (element.get("class") or "").split())
+    if element.get("id"):
+        yield "#" + (element.get("id") or "")
 
 
 def _media(query: str) -> bool | None:
@@ -165,25 +273,12 @@ def _media(query: str) -> bool | None:
     return None if query.startswith(("print", "speech", "only print")) else False
 
 
-def _qualified_rules(
-    rules: list[Any], styles: PageStyles, certain: bool = True
-) -> Iterator[tuple[Value, Value, bool]]:
-    for rule in rules:
-        if rule.type == "qualified-rule":
-            yield rule.prelude, rule.content, certain
-        elif rule.type == "at-rule" and rule.lower_at_keyword == "import":
-            styles.external = True
-        elif rule.type == "at-rule" and rule.content is not None:
-            keyword = rule.lower_at_keyword
-            media = _media(tinycss2.serialize(rule.prelude)) if keyword == "media" else certain
-            if keyword in _BLOCK_RULES or (keyword == "media" and media is not None):
-                nested = tinycss2.parse_rule_list(rule.content, True, True)
-                yield from _qualified_rules(nested, styles, certain and media is True)
-
-
 def _declarations(content: Value | str) -> Iterator[tuple[str, Value, bool]]:
     """The declarations of a block (or a ``style`` attribute) of the properties that matter, the
-    shorthands among them spread to their longhands."""
+    shorthands among them spread to their longhands. A block of text without comments, escapes,
+    strings or URLs is cut at its semicolons first, so that only what matters is tokenized."""
+    if isinstance(content, str) and not any(mark in content for mark in ("/*", "\\", '"', "'", "url(")):
+        content = ";".join(part for part in content.split(";") if _property(part) in _READ)
     for item in tinycss2.parse_blocks_contents(content, skip_comments=True, skip_whitespace=True):
         if item.type != "declaration":
             continue
@@ -194,6 +289,10 @@ def _declarations(content: Value | str) -> Iterator[tuple[str, Value, bool]]:
         elif name in _SHORTHANDS:
             for longhand, part in _longhands(name, value):
                 yield longhand, part, item.important
+
+
+def _property(declaration: str) -> str:
+    return declaration.partition(":")[0].strip().lower()
 
 
 def _longhands(name: str, value: Value) -> Iterator[tuple[str, Value]]:
