@@ -54,7 +54,16 @@ def test_the_map_names_no_module_that_does_not_exist():
 
 def test_the_render_process_imports_only_the_standard_library_playwright_itself_and_its_log_lines():
     """It runs with no secret and no route (docs/rendering.md): no Django, nothing of sift."""
-    in_the_process = ("server", "tab", "visit", "consent", "autoconsent", "actions", "screenshot")
+    in_the_process = (
+        "server",
+        "tab",
+        "visit",
+        "consent",
+        "autoconsent",
+        "actions",
+        "screenshot",
+        "visibility",
+    )
     for name in (f"render/{module}.py" for module in in_the_process):
         tree = ast.parse((ROOT / "fetch" / name).read_text())
         nodes = list(ast.walk(tree))

@@ -168,11 +168,12 @@ def test_what_a_reader_opens_with_a_click_stays_but_hidden_text_inside_it_goes()
         "<html><body><button aria-controls='answer-1 answer-2'>Question</button>"
         "<div id='answer-1' hidden>First answer <span style='display:none'>secret one</span></div>"
         "<div id='answer-2' style='display:none'>Second answer</div>"
-        "<div role='tabpanel' hidden>Tab two</div>"
+        "<div role='tablist'><span role='tab' aria-controls='tab-2'>Two</span></div>"
+        "<div role='tabpanel' id='tab-2' hidden>Tab two</div>"
         "<div id='elsewhere' hidden>secret two</div></body></html>"
     )
     assert drop_hidden(tree, rendered=False) == len("secret one") + len("secret two")
-    assert tree.xpath("string(//body)") == "QuestionFirst answer Second answerTab two"
+    assert tree.xpath("string(//body)") == "QuestionFirst answer Second answerTwoTab two"
 
 
 def test_a_segment_react_streams_hidden_and_text_found_in_page_stay() -> None:
@@ -210,10 +211,10 @@ def test_an_accordions_panels_after_their_buttons_stay_but_not_a_menus_or_a_comm
 def test_a_hidden_block_holding_every_h1_of_the_page_stays_one_beside_a_visible_h1_goes() -> None:
     shown = _tree(
         "<html><body><nav>Home</nav><div class='lockdown' style='display:none'><h1>Death wish</h1>"
-        "<p>Dark roast.</p><p hidden>secret inside</p></div></body></html>"
+        "<p>Dark roast.</p><p hidden>secret inside</p></div><script>show()</script></body></html>"
     )
     drop_hidden(shown, rendered=False)
-    assert shown.xpath("string(//body)") == "HomeDeath wishDark roast."
+    assert shown.xpath("string(//body)") == "HomeDeath wishDark roast.show()"
     rendered = _tree("<html><body><div data-sift-hidden><h1>Shown</h1>secret</div>visible</body></html>")
     drop_hidden(rendered, rendered=True)
     assert rendered.xpath("string(//body)") == "visible"

@@ -357,6 +357,9 @@ def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_
         "html.page_type",
         "html.peers",
         "html.reader",
+        "html.selector_matching",
+        "html.style_hiding",
+        "html.stylesheets",
     ]
     modules = [
         "fetch",

@@ -33,10 +33,6 @@ Hidden = Literal["drop", "keep"]
 # cookie notice, a "please enable JavaScript").
 SCRIPT_BUILT_MAX_WORDS = 60
 _WORD = re.compile(r"\w+")
-_RUNNABLE_SCRIPT = (
-    "//script[not(@type) or @type='' or @type='module' or contains(translate(@type, 'JAVSCRIPT', "
-    "'javscript'), 'javascript')]"
-)
 # The first texts of the body outside scripts and styles: enough to count SCRIPT_BUILT_MAX_WORDS
 # words on any page that has them, without reading every text of a long one.
 VISIBLE_TEXTS_READ = 200
@@ -125,7 +121,7 @@ def looks_script_built(tree: lxml.html.HtmlElement) -> bool:
         words += len(_WORD.findall(text))
         if words >= SCRIPT_BUILT_MAX_WORDS:
             return False
-    return bool(tree.xpath(_RUNNABLE_SCRIPT)) and bool(tree.xpath(_MOUNT) or tree.xpath("//noscript"))
+    return bool(tree.xpath(hidden.RUNNABLE_SCRIPT)) and bool(tree.xpath(_MOUNT) or tree.xpath("//noscript"))
 
 
 def body_texts(tree: lxml.html.HtmlElement) -> Iterator[str | None]:

@@ -48,10 +48,9 @@ class ActionFailed(Exception):
 
 
 async def run(
-    page: Page, steps: list[dict[str, Any]], settle: Callable[[], Awaitable[str | None]], refusals: list[str]
-) -> str | None:
-    """Each step, then the page settled; the DOM as the last settle read it (or None)."""
-    html = None
+    page: Page, steps: list[dict[str, Any]], settle: Callable[[], Awaitable[None]], refusals: list[str]
+) -> None:
+    """Each step, then the page settled."""
     for index, step in enumerate(steps):
         try:
             await _do(page, step, settle)
@@ -66,13 +65,12 @@ async def run(
             raise ActionFailed(index, f"no element matches {step['selector']!r}") from None
         except _Refused as refused:
             raise ActionFailed(index, f"the step would {refused}: refused") from None
-        html = await settle()
+        await settle()
         if refusals:
             raise ActionFailed(index, f"the step would {refusals[0]}: refused")
-    return html
 
 
-async def _do(page: Page, step: dict[str, Any], settle: Callable[[], Awaitable[str | None]]) -> None:
+async def _do(page: Page, step: dict[str, Any], settle: Callable[[], Awaitable[None]]) -> None:
     kind = step["type"]
     if kind == "click":
         element = await _element(page, step["selector"])

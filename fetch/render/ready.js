@@ -4,25 +4,14 @@
 // fetch() and XHR (a fetch until its body is read), short timers (up to 1 s), animation frames,
 // scripts and stylesheets it added that have not loaded. What a chain of three or more timers or
 // frames sets, and what a setInterval callback asks, is polling or animation: not counted. Also
-// takes SharedWorker away (its requests would escape routing), and keeps the browser's own
-// serializer, which the render process reads the DOM with (state.html).
+// takes SharedWorker away (its requests would escape routing). The DOM is read elsewhere, in a
+// world the page cannot reach (visibility.py).
 (() => {
   if (window.__siftReady) return;
   const state = {changed: performance.now(), timers: 0, requests: 0, frames: 0, loading: 0};
   const Waiting = Promise, now = performance.now.bind(performance);
   Object.defineProperty(window, "__siftReady", {value: state});
   try { Object.defineProperty(window, "SharedWorker", {value: undefined, configurable: false}); } catch (e) {}
-  // The DOM as page.content() gives it, with the getters as they were before the page ran.
-  try {  // without it the render process asks page.content()
-    const getter = (type, name) => Object.getOwnPropertyDescriptor(type.prototype, name).get;
-    const doctype = getter(Document, "doctype"), root = getter(Document, "documentElement");
-    const outer = getter(Element, "outerHTML"), serializer = new XMLSerializer();
-    const serialize = XMLSerializer.prototype.serializeToString;
-    Object.defineProperty(state, "html", {value: () => {
-      const type = doctype.call(document), element = root.call(document);
-      return (type ? serialize.call(serializer, type) : "") + (element ? outer.call(element) : "");
-    }});
-  } catch (e) {}
   const changed = () => { state.changed = now(); };
   window.addEventListener("load", changed);  // the quiet window starts at load at the earliest
   // A script or stylesheet the page adds runs or applies only once loaded (its request may be

@@ -1,8 +1,9 @@
 """The browser side of rendering: one shared render process per machine (docs/rendering.md).
 
 It imports nothing of sift and no Django but ``tab.py`` (one render in its tab), what a person
-does in it (``visit.py``, ``consent.py``, ``actions.py``, ``screenshot.py``) and
-``sift_site/log_lines.py`` (how its lines are written, standard library only):
+does in it (``visit.py``, ``consent.py``, ``actions.py``, ``screenshot.py``), how the DOM is read
+with what a reader cannot see marked (``visibility.py``) and ``sift_site/log_lines.py`` (how its
+lines are written, standard library only):
 ``fetch/render/server_process.py`` starts it as a plain script with
 ``python -I``, an environment of ``PATH``, Node's compile cache and how to log only and, where the platform
 allows, in a network namespace of its own (``unshare --user --map-root-user --net``: only a

@@ -1,7 +1,7 @@
 """One render in its tab (``server.py`` runs it): a fresh context whose every request is
 routed to the render's client, the page's readiness (``ready.js`` and a short quiet window), and
-its DOM read with the hidden marks set (``hidden_marks.js``). Like the server, it imports nothing
-of sift and no Django: only the standard library and Playwright.
+its DOM read with the hidden marks set, in a world of its own (``visibility.py``). Like the
+server, it imports nothing of sift and no Django: only the standard library and Playwright.
 
 Frames between the render process and its client, both ways: a JSON line, then ``size`` raw
 bytes when it has a ``size`` (``server.py`` lists them).
@@ -19,6 +19,7 @@ from typing import Any
 from playwright.async_api import Browser, Download, Error, Page, Request, Route, WebSocketRoute
 
 from fetch.render import consent, visit
+from fetch.render.visibility import read_marked
 
 # Skipped for speed: they never change the text (a render with a screenshot loads images and fonts).
 SKIPPED_TYPES = frozenset({"image", "media", "font"})
@@ -39,24 +40,13 @@ SETTLE_CAP_SECONDS = 2.0
 REQUEST_CAP_SECONDS = 5.0
 CHECK_SECONDS = 0.1  # the longest the page waits in itself before this process looks again
 ROUTED_CHECK_SECONDS = 0.01  # how often a routed request still pending is looked at
-# Run in the page once it is ready, before its DOM is read: marks with data-sift-hidden what the
-# computed style hides from a reader (fetch/html/hidden.py drops it).
-HIDDEN_MARKS = Path(__file__).with_name("hidden_marks.js").read_text(encoding="utf-8")
-# Runs in every frame before the page's scripts: what the page still waits for, when its DOM
-# last changed, and the browser's own serializer for reading the DOM.
+# Runs in every frame before the page's scripts: what the page still waits for, and when its DOM
+# last changed.
 READY_SCRIPT = Path(__file__).with_name("ready.js").read_text(encoding="utf-8")
-# The hidden marks, then the DOM in the page's own world: one round trip, and none of the
-# isolated world page.content() builds on its first use in a document (the fallback).
-READ_DOM = (
-    "() => { " + HIDDEN_MARKS + "\n const s = window.__siftReady;"
-    " try { return s && s.html ? s.html() : null; } catch (e) { return null; } }"
-)
-# The wait; with ``read``, also the DOM (as READ_DOM) once the page is quiet by its own counts.
+# The wait: [ms the DOM has not changed, timers and requests pending, the quiet window in ms].
 READY_WAIT = (
-    "([quiet, longer, most, read]) => { const s = window.__siftReady;"
-    " if (!s) return [1e9, 0, 0, quiet, null];"
-    " return s.settled(quiet, longer, most).then((r) => [...r,"
-    " read && r[1] + r[2] === 0 && r[0] >= r[3] ? (" + READ_DOM + ")() : null]); }"
+    "([quiet, longer, most]) => { const s = window.__siftReady;"
+    " if (!s) return [1e9, 0, 0, quiet]; return s.settled(quiet, longer, most); }"
 )
 
 
@@ -195,7 +185,8 @@ class Tab:
         self.talk, self.job, self.document = talk, job, document
         # The client ends the render at its deadline; this bound only keeps a lost one from staying.
         await self.page.goto(job["url"], wait_until="load", timeout=job["timeout_ms"] + 5000)
-        return await visit.finish(self, await settle(self.page, talk))
+        await settle(self.page, talk)
+        return await visit.finish(self)
 
     def leaving(self, request: Request) -> str | None:
         """What a navigation would do that a caller's step may not: the page's own top frame going
@@ -212,16 +203,14 @@ class Tab:
         pictured = bool(self.job.get("screenshot")) and resource_type in PICTURED_TYPES
         return resource_type in SKIPPED_TYPES and not pictured
 
-    async def settled(self) -> str | None:
-        """The page settled again (after a person's step): ``settle``'s DOM, or None."""
+    async def settled(self) -> None:
+        """The page settled again (after a person's step)."""
         assert self.talk is not None
-        return await settle(self.page, self.talk)
+        await settle(self.page, self.talk)
 
-    async def read(self, html: str | None) -> str:
-        """The DOM as the last settle read it, else read now."""
-        if html is None:
-            html = await self.page.evaluate(READ_DOM)
-        return html if isinstance(html, str) else await self.page.content()
+    async def read(self) -> str:
+        """The DOM, what a reader cannot see marked, read in a world of its own (``visibility``)."""
+        return await read_marked(self.page)
 
     async def close(self) -> None:
         with contextlib.suppress(Error):
@@ -233,9 +222,8 @@ async def refuse_socket(socket: WebSocketRoute) -> None:
     await socket.close(code=1008, reason="sift refuses WebSockets")
 
 
-async def settle(page: Page, talk: Job) -> str | None:
-    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps;
-    the DOM read as READ_DOM reads it when the last look could read it, else None.
+async def settle(page: Page, talk: Job) -> None:
+    """Wait until the page is quiet (docs/rendering.md, "When a page is ready"), at most the caps.
 
     The page waits in itself (READY_SCRIPT's ``settled``) for its own counts and DOM, up to
     CHECK_SECONDS at a time; what only this process knows, the routed requests, is added here.
@@ -244,18 +232,17 @@ async def settle(page: Page, talk: Job) -> str | None:
     loaded = loop.time()
     while loop.time() - loaded < REQUEST_CAP_SECONDS:
         try:
-            read = not talk.pending and loop.time() - talk.last_change >= ROUTED_QUIET_SECONDS
-            windows = [QUIET_SECONDS * 1000, LONGER_QUIET_SECONDS * 1000, CHECK_SECONDS * 1000, read]
-            unchanged_ms, timers, requests, window_ms, html = await page.evaluate(READY_WAIT, windows)
+            windows = [QUIET_SECONDS * 1000, LONGER_QUIET_SECONDS * 1000, CHECK_SECONDS * 1000]
+            unchanged_ms, timers, requests, window_ms = await page.evaluate(READY_WAIT, windows)
         except Error:
-            return None  # a page navigating away or gone is read as it is
+            return  # a page navigating away or gone is read as it is
         requests += talk.pending
         now = loop.time()
         routed_quiet = now - talk.last_change >= ROUTED_QUIET_SECONDS
         if requests == 0 and timers == 0 and routed_quiet and unchanged_ms >= window_ms:
-            return html if isinstance(html, str) else None
+            return
         if requests == 0 and now - loaded >= SETTLE_CAP_SECONDS:
-            return None  # never quiet: polling, animating
+            return  # never quiet: polling, animating
         if talk.pending or not routed_quiet:  # the page alone would not wait
             await asyncio.sleep(max(ROUTED_CHECK_SECONDS, ROUTED_QUIET_SECONDS - (now - talk.last_change)))
-    return None  # a request pending at the cap: the page is read as it is
+    # a request pending at the cap: the page is read as it is

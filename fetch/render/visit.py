@@ -24,20 +24,21 @@ class Visited:
     picture: tuple[dict[str, Any], bytes] | None
 
 
-async def finish(tab: Tab, html: str | None) -> Visited:
-    """The page's visit from ``html`` (its DOM as the first settle read it, or None)."""
+async def finish(tab: Tab) -> Visited:
+    """The settled page's visit: its consent answered, the caller's steps, then its DOM read with
+    what a reader cannot see marked (``visibility.read_marked``) and its picture taken."""
     job, page = tab.job, tab.page
     mode = job.get("consent", "reject")
     handled, changed = await consent.answer(page, mode)
     if changed:
-        html = await tab.settled()
+        await tab.settled()
     if job.get("actions"):
         # From here on nothing takes the top frame elsewhere, downloads or opens a window.
         tab.acting = True
-        html = await actions.run(page, job["actions"], tab.settled, tab.refusals)
+        await actions.run(page, job["actions"], tab.settled, tab.refusals)
         if mode != "leave" and await consent.remove_overlays(page):  # a modal a step opened
-            html = await tab.settled()
-    text = await tab.read(html)
+            await tab.settled()
+    text = await tab.read()
     picture = (
         await screenshot.capture(page, job["screenshot"], job["timeout_ms"])
         if job.get("screenshot")
