@@ -136,7 +136,8 @@ def test_an_endless_script_times_out_within_the_render_timeout_and_the_next_rend
     after = _fetch(client, url=httpserver.url_for("/tides"), render="true")
 
     assert counted("sift_render_renders_total", outcome="timeout") == renders + 1
-    assert restarted("timeout") == restarts + 1
+    # Given up alone (its context closed), the browser kept for the next render: no restart.
+    assert restarted("timeout") == restarts
     assert spun.status_code == 504, spun.content
     assert spun.json()["code"] == "timeout"
     assert took < 4 + 2 + 3  # the render timeout, its 2 s margin, and the plain fetch before it

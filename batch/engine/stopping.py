@@ -72,9 +72,14 @@ def install(sender: Any = None, proc_name: str = "", **kwargs: Any) -> None:
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     # A handler runs between two bytecodes of the main thread, which may hold any lock (the
     # drain's, a logging handler's): take none here, hand the work to a thread.
-    if not _stoppers:
-        _stoppers.append(threading.Thread(target=stop_worker_process, name="sift-stop", daemon=True))
-        _stoppers[0].start()
+    # A second SIGTERM (the parent's death signal beside a signal to every process) may run this
+    # handler inside the first: only the stopper that is first in the list starts.
+    if _stoppers:
+        return
+    stopper = threading.Thread(target=stop_worker_process, name="sift-stop", daemon=True)
+    _stoppers.append(stopper)
+    if _stoppers[0] is stopper:
+        stopper.start()
 
 
 def stop_worker_process(grace: float = STOP_GRACE_SECONDS) -> None:
