@@ -18,6 +18,7 @@ from bench import data
 from bench.quality import PAGES, LabelledPage, benchmark_pages, mean, non_article_pages, score
 from fetch.extract import extract
 from fetch.html import main_content as html_module
+from fetch.html.declared_kind import page_kind
 from fetch.html.line_cleanup import (
     REPEAT_MIN_CHARS,
     REPEAT_SENTENCE_MIN_CHARS,
@@ -29,7 +30,6 @@ from fetch.html.line_cleanup import (
 )
 from fetch.html.main_content import choose_reading, html_text, peer_items
 from fetch.html.page_kinds import drop_overlays, drop_related_sections, grows_inside, main_element
-from fetch.html.page_type import page_kind
 from fetch.html.reader import read_page
 from fetch.targets import TargetOptions
 

@@ -331,13 +331,12 @@ def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_
     page_modules = [
         "html",
         "html.block_text",
-        "html.forest",
+        "html.declared_kind",
         "html.hidden",
         "html.line_cleanup",
         "html.main_content",
         "html.markdown",
         "html.page_kinds",
-        "html.page_type",
         "html.peers",
         "html.reader",
     ]

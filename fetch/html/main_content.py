@@ -42,7 +42,8 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from fetch.html.block_text import whole_page_text
+from fetch.html.block_text import page_chars, whole_page_text
+from fetch.html.declared_kind import ARTICLE_TYPES, declared_kind, schema_types
 from fetch.html.line_cleanup import (
     drop_calls_to_action,
     drop_repeated_paragraphs,
@@ -63,7 +64,6 @@ from fetch.html.page_kinds import (
     navigation_only,
     scrap_holder,
 )
-from fetch.html.page_type import ARTICLE_TYPES, declared_kind, schema_types
 from fetch.html.peers import peer_items
 
 # A Markdown link or image: its text, and its target (which may hold one level of parentheses).
@@ -81,6 +81,9 @@ PRECISE_KEEPS = 0.5
 # A precise reading this long is kept without a recall reading to weigh it against: on every
 # page of the benchmarks where precision cut into the text, it left fewer than 400 characters.
 PRECISE_SURE_CHARS = 1000
+# An article's fast reading holding less than this share of the page's text, and less than this
+# share of trafilatura's balanced reading, missed the story (``_balanced_if_scrap``).
+SCRAP_SHARE = 0.2
 # trafilatura's time and memory grow with the number of elements, faster than linearly past
 # ~100,000 (docs/fetch-content.md). A page with more elements than this is flattened whole
 # instead, at a fraction of the cost; the "main content" of such a page (a specification, a log, a
@@ -152,6 +155,7 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
             content = _recall_instead(tree, content, markdown=markdown, images=images) or content
     else:
         content = _trafilatura_main(tree, markdown=markdown, images=images)
+        content = _balanced_if_scrap(tree, content, markdown=markdown, images=images) or content
     whole = _whole_page_instead(tree, content, markdown=markdown, images=images)
     if whole:
         return whole
@@ -190,6 +194,20 @@ def _recall_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: bool
     manual's first part, a thread's first post, a product's description without its features)."""
     recall = _trafilatura_page(tree, markdown=markdown, kind="page", images=images, recall=True)
     return recall if _chars(recall) >= RECALL_MORE * _chars(content) else None
+
+
+def _balanced_if_scrap(
+    tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool
+) -> str | None:
+    """trafilatura's balanced reading (its fallback extractors included) of an article whose fast
+    reading ``content`` holds less than a ``SCRAP_SHARE`` of the page's text, when the balanced
+    reading holds at least ``1 / SCRAP_SHARE`` times it: without its fallbacks trafilatura
+    sometimes settles on one block of a page (a caption, an intro, a widget) and both fast
+    readings miss the story."""
+    if _chars(content) >= SCRAP_SHARE * page_chars(tree):
+        return None
+    balanced = _trafilatura_page(tree, markdown=markdown, kind="article", images=images)
+    return balanced if SCRAP_SHARE * _chars(balanced) > _chars(content) else None
 
 
 def _whole_page_instead(
