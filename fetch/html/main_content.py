@@ -5,18 +5,18 @@ A page's cookie and consent banners, its pop-ups and its sections of related ite
 first (``page_kinds.drop_overlays``, ``page_kinds.drop_related_sections``).
 Then the page's kind, from what it says of itself (schema.org types, ``og:type``): an
 article is read by trafilatura favouring precision, and again favouring recall when the precise
-reading is short (the precise one wins unless it cut into the text); any other page (a forum
+reading is short (the precise one wins unless it cut into the text), and by its balanced reading
+when both fast readings hold a scrap of the page (a fifth of its text or less); any other page (a forum
 thread, a product, documentation, a listing, a page that says nothing) by trafilatura's balanced
 reading with its fallback extractors, a forum's comments (its replies) included; a page of no
 kind or a product page that marks no main element by its reading favouring recall when that one
 holds much more. A page of no kind, and an article by ``og:type`` alone whose reading dropped
 most of it, is read from the one main element it marks, when it has one
-(fetch/html/page_kinds.py). On an article
-or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
-body is the content; on a thread or a product page, a long paragraph met again (a reply quoting
-an earlier post, a description shown twice) is left out, and on a thread a sentence met again
-(a quote run into a reply's line); on any page, so is a short line that
-is a call to action ("Learn more", "Add to cart"). When trafilatura finds nothing, or only
+(fetch/html/page_kinds.py). On a thread, where the extract is one of a run of sibling posts
+built alike, every sibling's body is the content; on a thread or a product page, a long
+paragraph met again (a reply quoting an earlier post, a description shown twice) is left out,
+and on a thread a sentence met again (a quote run into a reply's line); on any page, so is a
+short line that is a call to action ("Learn more", "Add to cart"). When trafilatura finds nothing, or only
 a scrap of a page that holds much more text (an index, a form, an app shell), the page's main
 element, else the block around the scrap's lines, else the whole page, is flattened instead, so
 the agent still gets the text it asked for. Text mode leaves the page's title to the metadata
@@ -164,7 +164,7 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
         content = _balanced_instead(tree, content, markdown=markdown, images=images) or content
     if kind == "page" or og_only:
         content = _main_element_instead(tree, content, markdown=markdown, images=images, kind=kind) or content
-    peers = peer_items(tree, content) if kind in ("article", "forum") else None
+    peers = peer_items(tree, content) if kind == "forum" else None
     if peers:
         content = "\n\n".join(whole_page_text(item, markdown=markdown, images=images) for item in peers)
     if not markdown:
