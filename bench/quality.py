@@ -17,7 +17,8 @@ then averaged per page type:
 pages share no site with wcxb-dev), read as the service reads them; with ``--cv`` they are split
 in folds by site (the page's host), each fold read with a page-type model trained on the others
 (``bench/train.py``), so that no page is read by a model that saw its site: the cross-validated
-figures. ``--save FILE``
+figures. While no reading consults the model (the service reads a page by the kind it declares,
+``fetch.html.declared_kind``), they equal the plain reading's. ``--save FILE``
 keeps each page's scores; ``--against FILE`` compares with such a file (another branch's, say):
 per set and page type the mean change of sift's F1 with its 95% interval by a paired bootstrap
 over that type's pages; an interval wholly below zero is a real drop, not noise.

@@ -8,7 +8,8 @@ import json
 import lxml.html
 
 from fetch.html import forest
-from fetch.html.page_type import FEATURES, PAGE_TYPES, declared_kind, page_features, page_type
+from fetch.html.declared_kind import declared_kind
+from fetch.html.page_type import FEATURES, PAGE_TYPES, page_features, page_type
 
 
 def test_the_committed_model_reads_the_features_the_page_code_measures_and_gives_the_seven_kinds() -> None:

@@ -341,6 +341,7 @@ def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_
     page_modules = [
         "html",
         "html.block_text",
+        "html.declared_kind",
         "html.facts",
         *(
             f"html.facts.{name}"
@@ -348,13 +349,11 @@ def test_the_child_reads_html_with_the_page_modules_alone_and_nothing_of_django_
         ),
         "html.facts.tables",
         "html.facts.values",
-        "html.forest",
         "html.hidden",
         "html.line_cleanup",
         "html.main_content",
         "html.markdown",
         "html.page_kinds",
-        "html.page_type",
         "html.peers",
         "html.reader",
         "html.selector_matching",

@@ -37,6 +37,22 @@ _CELLS = ("td", "th")
 _FOLLOWABLE = ("http://", "https://")
 
 
+_SKIPPED_PATH = " | ".join(f"//body//{tag}" for tag in sorted(_SKIPPED - {"head"}))
+_SKIPPED_TOP = etree.XPath(
+    f"({_SKIPPED_PATH})[not({' or '.join(f'ancestor::{tag}' for tag in sorted(_SKIPPED - {'head'}))})]"
+)
+_CHARS = etree.XPath("string-length(normalize-space(.))")
+_BODY_CHARS = etree.XPath("string-length(normalize-space(//body))")
+
+
+def page_chars(tree: lxml.html.HtmlElement) -> int:
+    """About how many characters of text the page's body holds, each run of white space counted
+    as one, without its scripts, styles and the like: a cheaper measure than ``whole_page_text``'s
+    length (libxml2 counts; only the few skipped elements are visited)."""
+    skipped = sum(int(_CHARS(element)) for element in _SKIPPED_TOP(tree))
+    return max(0, int(_BODY_CHARS(tree)) - skipped)
+
+
 def whole_page_text(
     tree: lxml.html.HtmlElement, *, markdown: bool, images: bool = False, links: bool = True
 ) -> str:

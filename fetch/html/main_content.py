@@ -5,18 +5,18 @@ A page's cookie and consent banners, its pop-ups and its sections of related ite
 first (``page_kinds.drop_overlays``, ``page_kinds.drop_related_sections``).
 Then the page's kind, from what it says of itself (schema.org types, ``og:type``): an
 article is read by trafilatura favouring precision, and again favouring recall when the precise
-reading is short (the precise one wins unless it cut into the text); any other page (a forum
+reading is short (the precise one wins unless it cut into the text), and by its balanced reading
+when both fast readings hold a scrap of the page (a fifth of its text or less); any other page (a forum
 thread, a product, documentation, a listing, a page that says nothing) by trafilatura's balanced
 reading with its fallback extractors, a forum's comments (its replies) included; a page of no
 kind or a product page that marks no main element by its reading favouring recall when that one
 holds much more. A page of no kind, and an article by ``og:type`` alone whose reading dropped
 most of it, is read from the one main element it marks, when it has one
-(fetch/html/page_kinds.py). On an article
-or a thread, where the extract is one of a run of sibling posts built alike, every sibling's
-body is the content; on a thread or a product page, a long paragraph met again (a reply quoting
-an earlier post, a description shown twice) is left out, and on a thread a sentence met again
-(a quote run into a reply's line); on any page, so is a short line that
-is a call to action ("Learn more", "Add to cart"). When trafilatura finds nothing, or only
+(fetch/html/page_kinds.py). On a thread, where the extract is one of a run of sibling posts
+built alike, every sibling's body is the content; on a thread or a product page, a long
+paragraph met again (a reply quoting an earlier post, a description shown twice) is left out,
+and on a thread a sentence met again (a quote run into a reply's line); on any page, so is a
+short line that is a call to action ("Learn more", "Add to cart"). When trafilatura finds nothing, or only
 a scrap of a page that holds much more text (an index, a form, an app shell), the page's main
 element, else the block around the scrap's lines, else the whole page, is flattened instead, so
 the agent still gets the text it asked for. Text mode leaves the page's title to the metadata
@@ -42,7 +42,8 @@ import lxml.html
 import trafilatura
 from lxml import etree
 
-from fetch.html.block_text import whole_page_text
+from fetch.html.block_text import page_chars, whole_page_text
+from fetch.html.declared_kind import ARTICLE_TYPES, declared_kind, schema_types
 from fetch.html.line_cleanup import (
     drop_calls_to_action,
     drop_repeated_paragraphs,
@@ -63,7 +64,6 @@ from fetch.html.page_kinds import (
     navigation_only,
     scrap_holder,
 )
-from fetch.html.page_type import ARTICLE_TYPES, declared_kind, schema_types
 from fetch.html.peers import peer_items
 
 # A Markdown link or image: its text, and its target (which may hold one level of parentheses).
@@ -81,6 +81,9 @@ PRECISE_KEEPS = 0.5
 # A precise reading this long is kept without a recall reading to weigh it against: on every
 # page of the benchmarks where precision cut into the text, it left fewer than 400 characters.
 PRECISE_SURE_CHARS = 1000
+# An article's fast reading holding less than this share of the page's text, and less than this
+# share of trafilatura's balanced reading, missed the story (``_balanced_if_scrap``).
+SCRAP_SHARE = 0.2
 # trafilatura's time and memory grow with the number of elements, faster than linearly past
 # ~100,000 (docs/fetch-content.md). A page with more elements than this is flattened whole
 # instead, at a fraction of the cost; the "main content" of such a page (a specification, a log, a
@@ -152,6 +155,7 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
             content = _recall_instead(tree, content, markdown=markdown, images=images) or content
     else:
         content = _trafilatura_main(tree, markdown=markdown, images=images)
+        content = _balanced_if_scrap(tree, content, markdown=markdown, images=images) or content
     whole = _whole_page_instead(tree, content, markdown=markdown, images=images)
     if whole:
         return whole
@@ -160,7 +164,7 @@ def _main_content(tree: lxml.html.HtmlElement, *, markdown: bool, images: bool =
         content = _balanced_instead(tree, content, markdown=markdown, images=images) or content
     if kind == "page" or og_only:
         content = _main_element_instead(tree, content, markdown=markdown, images=images, kind=kind) or content
-    peers = peer_items(tree, content) if kind in ("article", "forum") else None
+    peers = peer_items(tree, content) if kind == "forum" else None
     if peers:
         content = "\n\n".join(whole_page_text(item, markdown=markdown, images=images) for item in peers)
     if not markdown:
@@ -190,6 +194,20 @@ def _recall_instead(tree: lxml.html.HtmlElement, content: str, *, markdown: bool
     manual's first part, a thread's first post, a product's description without its features)."""
     recall = _trafilatura_page(tree, markdown=markdown, kind="page", images=images, recall=True)
     return recall if _chars(recall) >= RECALL_MORE * _chars(content) else None
+
+
+def _balanced_if_scrap(
+    tree: lxml.html.HtmlElement, content: str, *, markdown: bool, images: bool
+) -> str | None:
+    """trafilatura's balanced reading (its fallback extractors included) of an article whose fast
+    reading ``content`` holds less than a ``SCRAP_SHARE`` of the page's text, when the balanced
+    reading holds at least ``1 / SCRAP_SHARE`` times it: without its fallbacks trafilatura
+    sometimes settles on one block of a page (a caption, an intro, a widget) and both fast
+    readings miss the story."""
+    if _chars(content) >= SCRAP_SHARE * page_chars(tree):
+        return None
+    balanced = _trafilatura_page(tree, markdown=markdown, kind="article", images=images)
+    return balanced if SCRAP_SHARE * _chars(balanced) > _chars(content) else None
 
 
 def _whole_page_instead(

@@ -7,10 +7,11 @@ code blocks, tables, forms, buttons, prices, dates and headings it holds, the wo
 ``class`` and ``id`` names (``post``, ``reply``, ``price``, ``sidebar``, ``toc``, ``filter``...),
 and its longest run of siblings built alike (a thread's posts, a grid's cards). ``page_type``
 gives them to the boosted trees of ``models/page_type.json`` (``fetch.html.forest``), read once,
-when first needed. ``main_content`` reads a page by the kind it declares (``declared_kind``):
-routing pages by the model's kind measured no better on sites it never saw (docs/decisions.md).
-
-The sandbox child runs it: it imports nothing but the standard library and lxml.
+when first needed. The service does not use it: ``main_content`` reads a page by the kind it
+declares (``fetch.html.declared_kind``), since routing pages by the model's kind measured no better
+on sites it never saw (docs/decisions.md), so the sandbox child never imports this module;
+``bench/quality.py`` and ``bench/train.py`` do. It imports nothing but the standard library and
+lxml.
 """
 
 from __future__ import annotations
@@ -24,17 +25,8 @@ import lxml.html
 from lxml import etree
 
 from fetch.html import forest
+from fetch.html.declared_kind import OG_TYPE, schema_types
 
-# schema.org types that say what a page is, most specific kind first (declared_kind).
-_KIND_TYPES = (
-    ("forum", frozenset({"DiscussionForumPosting", "QAPage", "SocialMediaPosting", "Comment"})),
-    ("product", frozenset({"Product", "ProductGroup", "IndividualProduct", "Offer"})),
-    ("documentation", frozenset({"TechArticle", "APIReference", "SoftwareSourceCode"})),
-    ("listing", frozenset({"ItemList", "CollectionPage", "SearchResultsPage", "OfferCatalog"})),
-    ("article", frozenset({"Article", "NewsArticle", "BlogPosting", "ReportageNewsArticle",
-                           "AnalysisNewsArticle", "OpinionNewsArticle", "Report", "LiveBlogPosting"})),
-)  # fmt: skip
-ARTICLE_TYPES = dict(_KIND_TYPES)["article"]
 PAGE_TYPES = ("article", "collection", "documentation", "forum", "listing", "product", "service")
 # schema.org types (JSON-LD @type, microdata itemtype) by the kind of page they tell.
 SCHEMA_GROUPS = {
@@ -76,9 +68,6 @@ _COUNTED_TAGS = (
     "dl", "figure", "iframe", "video", "svg", "a", "ul", "ol", "label", "textarea", "address", "strong",
 )  # fmt: skip
 _WORD = re.compile(r"[a-z]+")
-_LD_TYPE = re.compile(r'"@type"\s*:\s*(\[[^\]]{0,300}\]|"[^"]{0,200}")')
-_QUOTED = re.compile(r'"([^"]+)"')
-_OG_TYPE = "//meta[@property='og:type']/@content"
 # Phrases of a page's lower-cased text that tell its kind, counted by plain search (a regular
 # expression over a long page's text costs many times more).
 _TEXT_WORDS = {
@@ -103,37 +92,6 @@ FEATURES: tuple[str, ...] = (
     *(f"text_{name}" for name in _TEXT_WORDS),
     "run_length", "run_text", "run_share", "run_links",
 )  # fmt: skip
-
-
-def page_kind(tree: lxml.html.HtmlElement) -> str:
-    """What the page says it is: forum, product, documentation, listing, article or page."""
-    return declared_kind(tree, schema_types(tree))
-
-
-def declared_kind(tree: lxml.html.HtmlElement, types: set[str]) -> str:
-    """What the page says it is, by its schema.org ``types`` and its Open Graph ``og:type``.
-
-    The most specific first: a thread's posts, a product, a technical document, a list of items,
-    then an article (``og:type`` article, which many sites put on every page, counts only when
-    nothing more specific is said). A page that says none of these is a "page".
-    """
-    og_type = next((str(value).strip().lower() for value in tree.xpath(_OG_TYPE)), "")
-    for kind, names in _KIND_TYPES:
-        if types & names:
-            return kind
-        if kind == "product" and og_type.startswith("product"):
-            return kind
-    return "article" if og_type == "article" else "page"
-
-
-def schema_types(tree: lxml.html.HtmlElement) -> set[str]:
-    """Every schema.org type the page names, in JSON-LD or microdata, without its URL prefix."""
-    types: set[str] = set()
-    for script in tree.xpath("//script[@type='application/ld+json']/text()"):
-        for value in _LD_TYPE.findall(str(script)):
-            types.update(_QUOTED.findall(value))
-    types.update(str(url).rstrip("/").rsplit("/", 1)[-1] for url in tree.xpath("//@itemtype"))
-    return types
 
 
 def page_features(tree: lxml.html.HtmlElement, url: str, types: set[str] | None = None) -> list[float]:
@@ -175,7 +133,7 @@ def _schema(tree: lxml.html.HtmlElement, types: set[str]) -> dict[str, float]:
     found = {
         f"schema_{group}": float(bool(types.intersection(names))) for group, names in SCHEMA_GROUPS.items()
     }
-    og = " ".join(str(value) for value in tree.xpath(_OG_TYPE)).lower()
+    og = " ".join(str(value) for value in tree.xpath(OG_TYPE)).lower()
     found.update({f"og_{name}": float(name in og) for name in OG_TYPES})
     return found
 

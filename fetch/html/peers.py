@@ -53,11 +53,16 @@ def peer_items(tree: lxml.html.HtmlElement, content: str) -> list[lxml.html.Html
         shape = _shape(items[holder])
         alike = [n for n, item in enumerate(items) if _similar(_shape(item), shape)]
         sizes = sorted(len(texts[n]) for n in alike)
-        chars = sum(sizes)
-        middle = sizes[len(sizes) // 2]
-        if len(alike) >= PEERS_MIN and chars > best_chars and len(texts[holder]) <= PEERS_SPREAD * middle:
-            path = _path_to_text(items[holder], first)
-            best, best_chars = [_follow(items[n], path) for n in alike], chars
+        if holder not in alike or len(alike) < PEERS_MIN or sum(sizes) <= best_chars:
+            continue
+        if len(texts[holder]) > PEERS_SPREAD * sizes[len(sizes) // 2]:
+            continue
+        path = _path_to_text(items[holder], first)
+        bodies = [_follow(items[n], path) for n in alike]
+        # The block followed in each sibling must be the one holding the extract in its own: in
+        # a page builder's layout (many widgets of one class) the same steps lead elsewhere.
+        if first in _SPACES.sub(" ", bodies[alike.index(holder)].text_content()):
+            best, best_chars = bodies, sum(sizes)
     return best
 
 
