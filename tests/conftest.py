@@ -51,6 +51,19 @@ def render_process_of_this_session(django_test_environment: None) -> Iterator[No
 
 
 @pytest.fixture(autouse=True)
+def browser_start_with_room(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A browser test's render in this process may wait longer for the browser to start than a
+    deployment's: the suite's other worker can hold both cores while Chromium launches (a first
+    render once took past the 15 s of ``START_SECONDS`` under CI's load). The render's own
+    deadline is unchanged, and tests of the start's bound set their own."""
+    if request.node.get_closest_marker("browser") is None:
+        return
+    from fetch.render import renderer
+
+    monkeypatch.setattr(renderer, "START_SECONDS", 45.0)
+
+
+@pytest.fixture(autouse=True)
 def rows_made_by_migrations(request: pytest.FixtureRequest) -> None:
     """The rows a data migration makes (the submit lock, the worker slots, the schedules), in
     every test that uses the database: pytest-django empties every table after a
