@@ -16,6 +16,7 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
+from doors.middleware import header_of
 from sift_site.log_lines import REQUEST_ID, request_id_from
 
 Scope = MutableMapping[str, Any]
@@ -50,11 +51,7 @@ class RequestEdge:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = next(
-            (bytes(v).decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"x-request-id"),
-            None,
-        )
-        request_id = request_id_from(given)
+        request_id = request_id_from(header_of(scope, b"x-request-id"))
         counted = door(scope.get("path", ""))
         started = time.monotonic()
         status: list[int] = []

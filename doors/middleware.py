@@ -55,7 +55,7 @@ class BoundedRequests:
         try:
             # An upload's caller is known only once Django has checked its key: its share is
             # held under its key's digest (requests without a key share one), before a byte is read.
-            with upload_share(_digest(_header(scope, b"authorization"))) if upload else _no_share():
+            with upload_share(_digest(header_of(scope, b"authorization"))) if upload else _no_share():
                 limit = settings.SIFT_UPLOAD_MAX_BYTES if upload else settings.SIFT_MAX_REQUEST_BYTES
                 body = await request_body(scope, receive, limit=limit)
                 if body is not None:  # None: the client went away while sending it
@@ -103,7 +103,7 @@ async def request_body(scope: Scope, receive: Receive, *, limit: int | None = No
     by default) as soon as it is known to be (the declared length, else the bytes received);
     ``None`` on a disconnect."""
     limit = settings.SIFT_MAX_REQUEST_BYTES if limit is None else limit
-    declared = _header(scope, b"content-length")
+    declared = header_of(scope, b"content-length")
     if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
         raise too_large(limit)
     body = bytearray()
@@ -118,7 +118,7 @@ async def request_body(scope: Scope, receive: Receive, *, limit: int | None = No
             return bytes(body)
 
 
-def _header(scope: Scope, name: bytes) -> str:
+def header_of(scope: Scope, name: bytes) -> str:
     for key, value in scope.get("headers", ()):
         if key.lower() == name:
             return bytes(value).decode("latin-1").strip()

@@ -17,6 +17,7 @@ from typing import Any
 
 from fetch.documents.archive import Archive, DocumentError
 from fetch.documents.blocks import Budget, Writer
+from fetch.documents.page_ranges import pages_wanted
 
 MEDIA_TYPES = {
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
@@ -78,7 +79,10 @@ def _read(kind: str, payload: bytes, ranges: list[list[int | None]] | None, writ
     chosen: list[int] = []
 
     def wanted(total: int) -> list[int]:
-        chosen.extend(_pages_wanted(ranges, total))
+        pages = pages_wanted(ranges, total)
+        if pages is None:
+            raise _PagesPastEnd(total)
+        chosen.extend(pages)
         return chosen
 
     if kind != "zip":
@@ -132,19 +136,6 @@ def _refuse_encrypted_odf(archive: Archive) -> None:
     """An OpenDocument file saved with a password lists its encrypted members in its manifest."""
     if archive.has("META-INF/manifest.xml") and b"encryption-data" in archive.read("META-INF/manifest.xml"):
         raise DocumentError("encrypted", "the document is protected by a password")
-
-
-def _pages_wanted(ranges: list[list[int | None]] | None, total: int) -> list[int]:
-    if ranges is None:
-        return list(range(1, total + 1))
-    wanted: set[int] = set()
-    for start, end in ranges:
-        assert start is not None
-        last = total if end is None else end
-        if start > total or last > total:
-            raise _PagesPastEnd(total)
-        wanted.update(range(start, last + 1))
-    return sorted(wanted)
 
 
 def _joined(writer: Writer) -> tuple[str, list[list[int]]]:

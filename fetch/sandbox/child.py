@@ -69,20 +69,6 @@ def write_frame(stream: BinaryIO, data: bytes) -> None:
     stream.write(data)
 
 
-def _pages_wanted(ranges: list[list[int | None]] | None, total: int) -> list[int] | None:
-    """Sorted, de-duplicated 1-based page numbers, or None when a range leaves the document."""
-    if ranges is None:
-        return list(range(1, total + 1))
-    wanted: set[int] = set()
-    for start, end in ranges:
-        assert start is not None
-        last = total if end is None else end
-        if start > total or last > total:
-            return None
-        wanted.update(range(start, last + 1))
-    return sorted(wanted)
-
-
 def pdf_share(pages: list[int], part: list[int] | None) -> list[int]:
     """The pages that part ``index`` of ``count`` (``part``) reads: a contiguous run of ``pages``.
 
@@ -153,7 +139,7 @@ def pdf_text(header: dict[str, Any], payload: bytes) -> Reply:
         return {"error": "pdf_invalid", "message": str(exc)}, ""
     try:
         total = len(document)
-        pages = _pages_wanted(header.get("ranges"), total)
+        pages = _fetch_module("documents.page_ranges").pages_wanted(header.get("ranges"), total)
         if pages is None:
             return {"error": "pages_out_of_range", "pages_total": total}, ""
         pages = pdf_share(pages, header.get("part"))
