@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from batch.engine.supervisor import live_processes
+from batch.engine.supervisor import live_processes, session_processes
 from fetch.render import server_process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,15 +51,24 @@ def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "con
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def process_tree(pid: int) -> set[int]:
+    """``pid`` and its live descendants."""
+    tree: set[int] = {pid}
+    while children := {entry.pid for entry in live_processes() if entry.ppid in tree} - tree:
+        tree |= children
+    return tree
+
+
+def kill_pids(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def kill_tree(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL ``process`` and its descendants: ``run_cluster`` puts qcluster in a session of its
     own, so killing the test's process group alone would leave the cluster running on."""
-    tree: set[int] = {process.pid}
-    while children := {entry.pid for entry in live_processes() if entry.ppid in tree} - tree:
-        tree |= children
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    kill_pids(process_tree(process.pid))
     process.wait()
 
 
@@ -197,14 +206,21 @@ class Deployment:
 
     def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
         process = self.processes.pop(name, None)
-        if process is None or process.poll() is not None:
+        if process is None:
             return
-        # Signal the main process only: run_cluster and gunicorn stop their children in order.
-        process.send_signal(sig)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            kill_tree(process)
+        # Its descendants are noted first: one that outlives its parent (a gunicorn worker whose
+        # master a test killed, say) is reparented to init, out of any later walk of the tree,
+        # and would run on after the test; so would anything left in the session it started.
+        descendants = process_tree(process.pid) - {process.pid}
+        if process.poll() is None:
+            # Signal the main process only: run_cluster and gunicorn stop their children in order.
+            process.send_signal(sig)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                kill_tree(process)
+        leftovers = {entry.pid for entry in live_processes() if entry.pid in descendants}
+        kill_pids(leftovers | {entry.pid for entry in session_processes(process.pid)})
 
     def kill(self, name: str) -> None:
         """SIGKILL the process and everything it started, whatever session it moved to."""
