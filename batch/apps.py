@@ -18,8 +18,9 @@ class BatchConfig(AppConfig):
         from batch.engine.heartbeat import start_heartbeat  # noqa: PLC0415
 
         # The monitors' admin registers itself as it is imported (batch/admin.py holds the rest).
-        from batch.monitors import admin  # noqa: F401, PLC0415
+        from batch.monitors import admin, budget  # noqa: F401, PLC0415
 
+        budget.register()  # monitor changes count in their caller's change bytes
         post_spawn.connect(start_heartbeat, dispatch_uid="sift-heartbeat")
         post_spawn.connect(wakeups.wake_on_process_start, dispatch_uid="sift-wake-on-start")
         post_spawn.connect(stopping.install, dispatch_uid="sift-stopping")

@@ -231,6 +231,7 @@ SIFT_BATCH_STREAM_LEASE = max(env_duration("SIFT_BATCH_STREAM_LEASE", "30s"), 1.
 # --- sift: change tracking and monitors (docs/api.md, "Changes" and "Monitors") ----------------
 
 # A caller's last readings kept for changes: true, per caller, oldest evicted first; never shared.
+# The bytes are one budget with the caller's monitors' changes.
 SIFT_CHANGES_PER_CALLER = env_int("SIFT_CHANGES_PER_CALLER", 1000, minimum=1)
 SIFT_CHANGES_BYTES_PER_CALLER = env_bytes("SIFT_CHANGES_BYTES_PER_CALLER", "64MiB")
 # Monitors: per caller and in all; the shortest every a monitor may ask (tests shorten it).

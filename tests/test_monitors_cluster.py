@@ -69,8 +69,8 @@ def test_a_due_monitor_runs_finds_a_change_and_its_signed_webhook_arrives(cluste
         served.routes["/changelog"] = Answer(body=page("Version 1.1 is out.", "Version 1.0 is out."))
         changed_at = time.time()
         post = wait_for(hook.posts, 60, "the change's webhook")[0]
-        # Within one every and a few seconds for the loaded machine (the aim is every + 10 s).
-        assert post.wall - changed_at < 2 + 20
+        # Within one every plus 10 s, the aim (the engine's part is a second or two: bench.monitor_webhooks).
+        assert post.wall - changed_at < 2 + 10
     event = Webhook(api_key.webhook_secret).verify(post.body, post.headers)
     assert event["type"] == "monitor.changed"
     assert event["data"]["monitor"]["id"] == monitor_id

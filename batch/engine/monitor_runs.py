@@ -33,7 +33,7 @@ from batch.engine.seam import Caller, FetchFunc, RetryLater, TargetFailed
 from batch.models import MONITOR_CHANGED, ApiKey, Monitor, MonitorChange
 from batch.monitors.shapes import change_out, monitor_summary
 from batch.webhooks import events
-from capacity.eviction import oldest_over_budget
+from capacity import caller_budget
 from fetch.outcomes import Outcome
 from fetch.targets import Target
 
@@ -271,8 +271,10 @@ def _store_reading(
 
 
 def _record_change(run: MonitorRun, change: dict[str, Any], now: datetime) -> None:
-    """The change kept (the monitor's last ``CHANGES_KEPT``, within its caller's change bytes) and,
-    with a ``callback_url``, its signed webhook made due, in the store's transaction."""
+    """The change kept (the monitor's last ``CHANGES_KEPT``, within its caller's change bytes
+    shared with its last readings) and, with a ``callback_url``, its signed webhook made due, in
+    the store's transaction."""
+    caller_budget.hold(run.caller.name)  # before any write of the caller's rows, as a reading's store
     diff = str(change.get("diff") or "")
     recorded = MonitorChange.objects.create(
         monitor_id=run.monitor_id,
@@ -284,7 +286,7 @@ def _record_change(run: MonitorRun, change: dict[str, Any], now: datetime) -> No
         diff_truncated=bool(change.get("diff_truncated")),
         n_bytes=len(diff.encode("utf-8", "replace")),
     )
-    _prune(run.monitor_id)
+    _prune(run.monitor_id, run.caller.name)
     metrics.MONITOR_CHANGES.inc()
     monitor = Monitor.objects.select_related("caller").get(pk=run.monitor_id)
     if monitor.callback_url:
@@ -292,15 +294,14 @@ def _record_change(run: MonitorRun, change: dict[str, Any], now: datetime) -> No
         events.schedule_event(monitor.caller, monitor.callback_url, MONITOR_CHANGED, data, now=now)
 
 
-def _prune(monitor_id: str) -> None:
-    """Keep the monitor's newest ``CHANGES_KEPT`` changes, and its caller's within their change bytes."""
+def _prune(monitor_id: str, caller: str) -> None:
+    """Keep the monitor's newest ``CHANGES_KEPT`` changes, then the caller's changes and last
+    readings within their change bytes, the oldest of either evicted first."""
     theirs = MonitorChange.objects.filter(monitor_id=monitor_id)
     old = list(theirs.order_by("-at", "-pk").values_list("pk", flat=True)[CHANGES_KEPT:])
-    caller_id = Monitor.objects.filter(pk=monitor_id).values_list("caller_id", flat=True)
-    callers = MonitorChange.objects.filter(monitor__caller_id__in=caller_id).exclude(pk__in=old)
-    old += oldest_over_budget(callers, callers.order_by("at", "pk"), settings.SIFT_CHANGES_BYTES_PER_CALLER)
     if old:
         MonitorChange.objects.filter(pk__in=old).delete()
+    caller_budget.evict_oldest(caller, settings.SIFT_CHANGES_BYTES_PER_CALLER)
 
 
 def _parsed(value: object) -> datetime | None:

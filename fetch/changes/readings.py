@@ -5,8 +5,8 @@ The text compared is the whole text the options shape (mode, narrowing, render, 
 never the slice an answer carries: ``max_chars``, ``cursor`` and how the page is reached do not
 make another reading. A caller's readings are its own, under its name; a monitor's are kept under
 its caller with a ``scope`` of their own, so they count toward the same bounds: at most
-``SIFT_CHANGES_PER_CALLER`` readings and ``SIFT_CHANGES_BYTES_PER_CALLER`` compressed bytes, the
-oldest evicted first.
+``SIFT_CHANGES_PER_CALLER`` readings, and ``SIFT_CHANGES_BYTES_PER_CALLER`` bytes shared with the
+caller's monitors' changes (``capacity.caller_budget``), the oldest of either evicted first.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from capacity.eviction import oldest_over_budget
+from capacity import caller_budget
 from fetch.changes.diff import unified
 from fetch.models import LastReading
 from fetch.targets import Target
@@ -94,10 +95,12 @@ def _compare(previous: Mapping[str, Any] | None, text: str, digest: str, target:
 
 def _keep(caller: str, key: str, *, url: str, text: str, digest: str, now: datetime) -> None:
     """Store the reading as the caller's last of its kind, then evict the caller's oldest readings
-    beyond its bounds. A text too big for the whole budget is not kept (the next reading is new)."""
+    and monitor changes beyond its bounds, under the caller's lock. A text too big for the whole
+    budget is not kept (the next reading is new)."""
     packed = zlib.compress(text.encode("utf-8", "surrogatepass"))
     rows = LastReading.objects.filter(caller=caller)
     with transaction.atomic():
+        caller_budget.hold(caller)
         if len(packed) > settings.SIFT_CHANGES_BYTES_PER_CALLER:
             rows.filter(key=key).delete()
             return
@@ -107,16 +110,19 @@ def _keep(caller: str, key: str, *, url: str, text: str, digest: str, now: datet
 
 
 def evict(caller: str) -> int:
-    """The caller's oldest readings beyond ``SIFT_CHANGES_PER_CALLER`` and then beyond
-    ``SIFT_CHANGES_BYTES_PER_CALLER``, deleted; how many."""
-    rows = LastReading.objects.filter(caller=caller)
-    oldest_first = rows.order_by("read_at", "pk")
+    """The caller's oldest readings beyond ``SIFT_CHANGES_PER_CALLER``, then its oldest readings
+    or monitor changes beyond ``SIFT_CHANGES_BYTES_PER_CALLER``, deleted; how many. In the store's
+    transaction, after ``caller_budget.hold``."""
+    rows = _readings_of(caller)
     newest_first = rows.order_by("-read_at", "-pk").values_list("pk", flat=True)
     victims = list(newest_first[settings.SIFT_CHANGES_PER_CALLER :])
-    kept = rows.exclude(pk__in=victims)
-    victims += oldest_over_budget(
-        kept, oldest_first.exclude(pk__in=victims), settings.SIFT_CHANGES_BYTES_PER_CALLER
-    )
-    if not victims:
-        return 0
-    return int(rows.filter(pk__in=victims).delete()[0])
+    counted = int(rows.filter(pk__in=victims).delete()[0]) if victims else 0
+    return counted + caller_budget.evict_oldest(caller, settings.SIFT_CHANGES_BYTES_PER_CALLER)
+
+
+def _readings_of(caller: str) -> QuerySet[LastReading]:
+    return LastReading.objects.filter(caller=caller)
+
+
+# The caller's last readings count toward its change bytes (registered by ``fetch.apps``).
+READINGS = caller_budget.KeptRows("last readings", _readings_of, at="read_at")
