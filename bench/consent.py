@@ -7,11 +7,11 @@ render read it before). With ``--crawl4ai PYTHON``, a third: **crawl4ai** (``ben
 under that interpreter, on the same Chromium, one crawler reused) with
 ``remove_overlay_elements``, ``magic`` and ``scan_full_page``, and the page's actions as its
 ``js_code`` (a click as the element's ``click()``, a scroll as scrolls to the bottom with a pause
-after each); it answers no consent, as it has no such option, and its markdown is what is scored.
-Rows alternate page by page. A page is right when the answer's word-F1 against the article is at
-least 0.9 and it holds none of the text that covered the article. Printed: each page's F1, what
-``consent_handled`` said and its median time, the pages right per row, and which platforms were
-held out of the work.
+after each); its ``remove_consent_popups`` clicks accept, so it is left off, and its markdown is
+what is scored. Rows alternate page by page, in an order turned each round. A page is right when
+the answer's word-F1 against the article is at least 0.9 and it holds none of the text that
+covered the article. Printed: each page's F1, what ``consent_handled`` said and its median time,
+the pages right per row, and which platforms were held out of the work.
 
     .venv/bin/python -m bench.consent [--rounds 3] [--crawl4ai /tmp/c4ai/bin/python]
 """
@@ -111,9 +111,11 @@ def run(rounds: int, crawl4ai: str | None = None) -> None:
             rows["crawl4ai"](f"{base}/read_more?warm", {})
         try:
             for number in range(rounds):
+                names = list(rows)
+                order = names[number % len(names) :] + names[: number % len(names)]  # each row first once
                 for name, (_, extra) in consent_pages.PAGES.items():
-                    for row, read in rows.items():
-                        took, content, handled = read(f"{base}/{name}?round={number}&row={row}", extra)
+                    for row in order:
+                        took, content, handled = rows[row](f"{base}/{name}?round={number}&row={row}", extra)
                         f1, right = _right(content)
                         results[row][name].append((took, f1, right, handled))
                         time.sleep(0.2)
