@@ -115,7 +115,7 @@ class _Floor:
         self.playwright.stop()
 
 
-class _Crawl4AI:
+class Crawl4AI:
     """Crawl4AI, in its own interpreter (``bench/crawl4ai_row.py``), one crawler for every page."""
 
     def __init__(self, python: str) -> None:
@@ -140,11 +140,17 @@ class _Crawl4AI:
         raise RuntimeError("bench/crawl4ai_row.py ended: is crawl4ai installed in that interpreter?")
 
     def __call__(self, url: str, marker: str) -> tuple[float, bool]:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"url": url, "marker": marker}) + "\n")
-        self.process.stdin.flush()
-        answer = self._answer()
+        answer = self.crawl(url, marker)
         return float(answer["seconds"]), bool(answer["right"])
+
+    def crawl(self, url: str, marker: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Crawl4AI's answer for one page: ``seconds``, ``right`` (the marker in its HTML) and its
+        ``markdown``; ``config``, more keyword arguments of its ``CrawlerRunConfig``."""
+        assert self.process.stdin is not None
+        job = {"url": url, "marker": marker, **({"config": config} if config else {})}
+        self.process.stdin.write(json.dumps(job) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -212,7 +218,7 @@ def scripted(rounds: int, crawl4ai: str | None = None, pause: float = 0.0) -> No
         floor = _Floor()
         rows: dict[str, Any] = {"playwright": floor, "sift": _sift}
         if crawl4ai:
-            rows["crawl4ai"] = _Crawl4AI(crawl4ai)
+            rows["crawl4ai"] = Crawl4AI(crawl4ai)
         _prime(f"{base}/static?prime", markers["/static"])
         _plain(f"{base}/static?plain")  # the extraction's first use is no render's cost
         firsts: list[float] = []

@@ -33,6 +33,10 @@ PAGE = f"""<!doctype html><html lang="en"><head><title>Tides</title>
 <a id="away" href="/elsewhere">Elsewhere</a>
 <a id="file" href="/file.bin" download>The table as a file</a>
 <button id="window" onclick="window.open('/popup')">Open the table</button>
+<button id="save" onclick="const a = document.createElement('a'); a.download = 'tides.txt';
+  a.href = window.URL.createObjectURL(new Blob(['tides'])); a.click()">Save the table</button>
+<button id="fetch-file" onclick="const a = document.createElement('a'); a.download = 'tides.bin';
+  a.href = '/file.bin'; document.body.appendChild(a); a.click()">Get the table</button>
 <form action="/search" method="get"><input name="q" value="tides"><button id="go">Go</button></form>
 <ul id="list"></ul></article></main>
 <script>
@@ -162,6 +166,17 @@ def test_no_step_navigates_the_page_nor_opens_a_window(agent, site, selector, pa
 def test_a_click_on_a_link_to_download_a_file_is_refused_and_nothing_is_asked_for(agent, site):
     _, client = agent
     response = _with(client, site, {"actions": [{"type": "click", "selector": "#file"}]})
+
+    assert response.status_code == 422, response.content
+    assert (response.json()["action"], response.json()["code"]) == (0, "action_failed")
+    assert "download a file" in response.json()["error"]
+    assert not _asked(site, "/file.bin")
+
+
+@pytest.mark.parametrize("selector", ["#save", "#fetch-file"])
+def test_a_download_a_script_starts_fails_its_step_and_nothing_is_asked_for(agent, site, selector):
+    _, client = agent
+    response = _with(client, site, {"actions": [{"type": "click", "selector": selector}]})
 
     assert response.status_code == 422, response.content
     assert (response.json()["action"], response.json()["code"]) == (0, "action_failed")
