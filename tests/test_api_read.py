@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 from typing import Any
 from urllib.parse import urlencode
 
@@ -247,3 +248,27 @@ def test_a_form_file_larger_than_a_request_body_is_read(agent):
     assert response.json()["content"].startswith("| n | digest |")
     raw = send(client, ("n,digest\n" + rows).encode(), "text/csv", max_chars=2000)
     assert raw.json()["content_sha256"] == response.json()["content_sha256"]
+
+
+@pytest.mark.django_db
+def test_a_workbook_past_the_readable_text_answers_in_slices_to_where_it_stopped(agent, monkeypatch):
+    from fetch import extract
+
+    monkeypatch.setattr(extract, "READABLE_CHARS", 300_000)
+    _, client = agent
+    words = random.Random(3)
+    rows = [[f"row {i}", " ".join(str(words.random()) for _ in range(6))] for i in range(20_000)]
+    workbook = ow.xlsx([("Ledger", rows), ("Later", rows[:3])])
+    assert len(workbook) > 1_000_000
+    first = send(client, workbook, XLSX, max_chars=200_000)
+    assert first.status_code == 200, first.content
+    assert (first.json()["pages"], first.json()["pages_total"]) == ([1], 2)
+    last, slices = first.json(), 1
+    while "next_cursor" in last:
+        last, slices = (
+            send(client, workbook, XLSX, max_chars=200_000, cursor=last["next_cursor"]).json(),
+            slices + 1,
+        )
+    assert slices in (2, 3)
+    assert first.json()["total_chars"] == last["total_chars"] <= 300_000
+    assert last["content"].endswith('To read the sheets after this one, ask for pages "2-".]')

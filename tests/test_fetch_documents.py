@@ -386,10 +386,37 @@ def test_deep_nesting_is_unreadable_not_a_crash() -> None:
 
 
 def test_text_over_the_budget_is_too_long() -> None:
-    rows = [[f"row {i} " + "word " * 40] for i in range(3000)]
+    body = "".join(ow.w_paragraph(f"paragraph {i} " + "word " * 40) for i in range(3000))
     header = {"kind": "zip", "ranges": None, "max_chars": 50_000, "markdown": True}
-    reply, _ = read_document(header, ow.xlsx([("Long", rows)]))
+    reply, _ = read_document(header, ow.docx(body))
     assert reply["error"] == "too_long"
+
+
+def _long_rows(count: int) -> list[list[str]]:
+    words = random.Random(7)
+    return [[f"row {i}", " ".join(str(words.random()) for _ in range(8)), "a|b"] for i in range(count)]
+
+
+@pytest.mark.parametrize("kind", ["xlsx", "ods"])
+def test_a_sheet_past_the_budget_stops_at_a_whole_row_and_says_how_to_read_on(kind: str) -> None:
+    rows = _long_rows(3000)
+    sheets = [("Long", rows), ("Two", rows[:2]), ("Three", rows[:2])]
+    document = (
+        ow.xlsx(sheets)
+        if kind == "xlsx"
+        else ow.odf("ods", "".join(ow.ods_table(name, cells) for name, cells in sheets))
+    )
+    header = {"kind": "zip", "ranges": None, "max_chars": 50_000, "markdown": True}
+    reply, text = read_document(header, document)
+    assert (reply.get("error"), reply["pages_total"], reply["pages"]) == (None, 3, [1])
+    assert 40_000 < len(text) <= 50_000
+    table, note = text.rsplit("\n\n", 1)
+    assert table.endswith(" | a\\|b |")
+    assert note.startswith("[sift stopped reading here") and 'ask for pages "2-"' in note
+    reply, text = read_document({**header, "ranges": [[1, 1], [3, None]]}, document)
+    assert reply["pages"] == [1] and 'ask for pages "3-"' in text
+    reply, text = read_document({**header, "ranges": [[2, None]]}, document)
+    assert (reply["pages"], "stopped" in text) == ([2, 3], False)
 
 
 @pytest.mark.parametrize(

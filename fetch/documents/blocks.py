@@ -40,6 +40,9 @@ class Budget:
         self.used += chars
         self.check(0)
 
+    def left(self) -> int:
+        return self.limit - self.used
+
     def check(self, more: int) -> None:
         """``too_long`` when ``more`` characters, yet to be written, would not fit."""
         if self.used + more > self.limit:
@@ -118,6 +121,47 @@ class Writer:
         if run.link and run.link.startswith(_FOLLOWABLE) and not any(ch in run.link for ch in " ()\n"):
             core = f"[{core}]({run.link})"
         return f"{lead}{core}{trail}"
+
+
+# Room kept in the budget for the line that says where a sheet's reading stopped.
+CUT_NOTE_ROOM = 400
+
+
+@dataclass
+class TableSize:
+    """The most characters a table's text takes (``table_text``): its cells' text with the bars
+    escaped, each row's bars and its padding to the widest row, and the line under the header."""
+
+    text: int = 0
+    rows: int = 0
+    width: int = 0
+
+    def chars(self, cells: list[str] | None = None) -> int:
+        """The table's size, with ``cells`` as one more row when given."""
+        text, rows, width = self.text, self.rows, self.width
+        if cells is not None:
+            text, rows, width = text + _cells_text(cells), rows + 1, max(width, len(cells))
+        return text + rows * (3 * width + 2) + 6 * width + 1
+
+    def add(self, cells: list[str]) -> None:
+        self.text += _cells_text(cells)
+        self.rows += 1
+        self.width = max(self.width, len(cells))
+
+
+def _cells_text(cells: list[str]) -> int:
+    return sum(len(cell) + cell.count("|") for cell in cells)
+
+
+def cut_note(writer: Writer, next_part: int | None) -> None:
+    """The line that ends a sheet whose reading stopped at the budget: the rows that fit were
+    read, the rest of the sheet was not, and (``next_part``) the sheets after it can be asked
+    for by ``pages``."""
+    after = f' To read the sheets after this one, ask for pages "{next_part}-".' if next_part else ""
+    writer.block(
+        f"[sift stopped reading here: a document's text is read up to {writer.budget.limit:,} "
+        f"characters, and the rest of this sheet is past them.{after}]"
+    )
 
 
 def table_text(rows: list[list[str]], *, markdown: bool) -> str:

@@ -2,7 +2,9 @@
 its cells a table (the first row its header).
 
 Rows are read one at a time and cleared, so a large sheet is never held whole; repeated rows and
-cells are written out only where they hold text, at most ``MAX_REPEAT`` times. The sandbox child
+cells are written out only where they hold text, at most ``MAX_REPEAT`` times. Where the next row
+would take the text past its budget, the reading stops there, as for a workbook
+(``xlsx_text``). The sandbox child
 runs this: standard library and lxml only.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from fetch.documents.archive import Archive, Element, elements
-from fetch.documents.blocks import Writer
+from fetch.documents.blocks import CUT_NOTE_ROOM, TableSize, Writer, cut_note
 from fetch.documents.odf_text import MAX_REPEAT, OFFICE, TABLE, Styles, meta_title, row_cells
 
 _SHEET = f"{TABLE}table"
@@ -19,41 +21,54 @@ _ROW = f"{TABLE}table-row"
 
 
 def read_ods(archive: Archive, writer: Writer, wanted: Callable[[int], list[int]]) -> tuple[str | None, int]:
-    """Write the sheets ``wanted(total)`` chooses; the title and the number of sheets."""
+    """Write the sheets ``wanted(total)`` chooses (those past a sheet cut at the budget are
+    dropped from its list); the title and the number of sheets."""
     styles = Styles(archive)
     total = sum(1 for _ in _sheets(archive, set(), styles, writer))
-    chosen = set(wanted(total))
-    for number, name, rows in _sheets(archive, chosen, styles, writer):
-        if number in chosen:
-            writer.part(number, f"Sheet {number}: {name}" if name else f"Sheet {number}")
-            writer.table(rows)
+    asked = wanted(total)
+    for number, name, rows, cut in _sheets(archive, set(asked), styles, writer):
+        if number not in asked:
+            continue
+        writer.part(number, f"Sheet {number}: {name}" if name else f"Sheet {number}")
+        writer.table(rows)
+        if cut:
+            later = asked[asked.index(number) + 1 :]
+            cut_note(writer, later[0] if later else None)
+            del asked[asked.index(number) + 1 :]
+            break
     return meta_title(archive), total
 
 
 def _sheets(
     archive: Archive, chosen: set[int], styles: Styles, writer: Writer
-) -> Iterator[tuple[int, str, list[list[str]]]]:
-    """Each sheet of the spreadsheet's body: its number, name and rows (read for ``chosen``
-    sheets only; the others are counted and skipped)."""
+) -> Iterator[tuple[int, str, list[list[str]], bool]]:
+    """Each sheet of the spreadsheet's body: its number, name, rows (read for ``chosen`` sheets
+    only; the others are counted and skipped) and whether its rows were cut where the next would
+    not fit in the budget (then it is the last)."""
     stack: list[Element] = []
-    number, name, size = 0, "", 0
+    number, name, room = 0, "", 0
+    size = TableSize()
     rows: list[list[str]] = []
     for event, element in elements(archive.open("content.xml")):
         if event == "start":
             stack.append(element)
             if element.tag == _SHEET and _in_body(stack):
-                number, name, rows, size = number + 1, element.get(f"{TABLE}name", ""), [], 0
+                number, name, rows, size = number + 1, element.get(f"{TABLE}name", ""), [], TableSize()
+                room = writer.budget.left() - CUT_NOTE_ROOM - len(name) - 20
             continue
         stack.pop()
         if element.tag == _ROW and number in chosen and _in_body(stack):
             cells = row_cells(element, styles)
             if any(cells):
                 repeat = min(int(element.get(f"{TABLE}number-rows-repeated", "1") or 1), MAX_REPEAT)
-                rows.extend([cells] * repeat)
-                size += repeat * sum(len(cell) + 3 for cell in cells)
-                writer.budget.check(size)
+                for _ in range(repeat):
+                    if size.chars(cells) > room:
+                        yield number, name, rows, True
+                        return
+                    size.add(cells)
+                    rows.append(cells)
         if element.tag == _SHEET and _in_body([*stack, element]):
-            yield number, name, rows
+            yield number, name, rows, False
             rows = []
         if element.tag in (_ROW, _SHEET) and stack:
             stack[-1].remove(element)

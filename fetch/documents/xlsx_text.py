@@ -2,8 +2,10 @@
 its cells a table (the first row its header), dates written as dates.
 
 Only the sheets asked for are read, a row at a time (``archive.children_of``): a large sheet is
-never held whole, and its text stops at the budget. The sandbox child runs this: standard
-library and lxml only.
+never held whole. Where the next row would take the text past its budget, the reading stops (a
+line says so, and which sheets ``pages`` can still ask for) and the sheets read so far are the
+answer, so a workbook too large to read whole still answers in slices. The sandbox child runs
+this: standard library and lxml only.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from fetch.documents.archive import Archive, Element, children_of, parse, unreadable
-from fetch.documents.blocks import Writer
+from fetch.documents.blocks import CUT_NOTE_ROOM, TableSize, Writer, cut_note
 from fetch.documents.ooxml import core_title, part_path, relationships
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
@@ -50,11 +52,15 @@ def read_xlsx(archive: Archive, writer: Writer, wanted: Callable[[int], list[int
     chosen = wanted(len(listed))
     strings = _shared_strings(archive, main) if chosen else []
     dates = _date_styles(archive, main) if chosen else frozenset()
-    for number in chosen:
+    for index, number in enumerate(chosen):
         name, path = listed[number - 1]
         writer.part(number, f"Sheet {number}: {name}" if name else f"Sheet {number}")
-        rows = _rows(archive, path, strings, dates, writer)
+        rows, cut = _rows(archive, path, strings, dates, writer.budget.left() - CUT_NOTE_ROOM)
         writer.table(rows)
+        if cut:
+            cut_note(writer, chosen[index + 1] if index + 1 < len(chosen) else None)
+            del chosen[index + 1 :]
+            break
     return core_title(archive), len(listed)
 
 
@@ -100,10 +106,12 @@ def _date_styles(archive: Archive, main: str) -> frozenset[int]:
 
 
 def _rows(
-    archive: Archive, path: str, strings: list[str], dates: frozenset[int], writer: Writer
-) -> list[list[str]]:
+    archive: Archive, path: str, strings: list[str], dates: frozenset[int], room: int
+) -> tuple[list[list[str]], bool]:
+    """The sheet's rows, as many whole rows as fit in ``room`` characters of table; and whether
+    it was cut there."""
     rows: list[list[str]] = []
-    size = 0
+    size = TableSize()
     for row in children_of(archive.open(path), f"{S}sheetData", tag=f"{S}row"):
         cells: list[str] = []
         for cell in row.iter(f"{S}c"):
@@ -115,11 +123,12 @@ def _rows(
                 continue
             cells.extend([""] * (column - len(cells)))
             cells.append(text)
-            size += len(text) + 3
-            writer.budget.check(size)
         if cells:
+            if size.chars(cells) > room:
+                return rows, True
+            size.add(cells)
             rows.append(cells)
-    return rows
+    return rows, False
 
 
 def _column(reference: str, next_column: int) -> int:
