@@ -217,8 +217,13 @@ def read_by_markitdown(python: str, files: dict[str, Path], rounds: int) -> dict
 
 
 def known_text(kind: str) -> str:
-    if kind in ("csv", "xlsx", "ods"):
-        return "\n".join(line for line in SOURCE.splitlines() if line.startswith("| ") and "---" not in line)
+    """What a person reading the file sees: the source; the table alone for CSV; the table under
+    its tab's name for a workbook (each writer names the sheet after the CSV, ``figures``)."""
+    table = "\n".join(line for line in SOURCE.splitlines() if line.startswith("| ") and "---" not in line)
+    if kind == "csv":
+        return table
+    if kind in ("xlsx", "ods"):
+        return f"## Figures\n\n{table}"
     return SOURCE
 
 

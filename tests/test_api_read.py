@@ -207,7 +207,7 @@ def test_a_workbook_fetched_by_url_as_octet_stream_answers_its_sheets(agent, htt
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["content_type"], body["pages_total"], body["pages"]) == (XLSX, 2, [2])
-    assert body["content"] == "## Sheet 2: Stock\n\n| item |\n| --- |\n| pear |"
+    assert body["content"] == "## Stock\n\n| item |\n| --- |\n| pear |"
 
 
 @pytest.mark.django_db

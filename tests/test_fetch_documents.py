@@ -91,13 +91,14 @@ def test_a_workbook_is_a_table_per_sheet_and_pages_choose_sheets() -> None:
     document = read(ow.xlsx(sheets, title="Price list"), XLSX)
     assert (document.kind, document.pages_total, document.pages) == ("xlsx", 3, [1, 2, 3])
     assert (
-        "## Sheet 1: Prices\n\n| Item | Price | Since |\n| --- | --- | --- |\n"
+        "## Prices\n\n| Item | Price | Since |\n| --- | --- | --- |\n"
         "| Apple | 1.5 | 2024-03-01 |\n| Pear |  | n/a |" in document.content
     )
     chosen = read(ow.xlsx(sheets), XLSX, pages="2-")
     assert chosen.pages == [2, 3]
-    assert chosen.content.startswith("## Sheet 2: Stock")
+    assert chosen.content.startswith("## Stock")
     assert "Prices" not in chosen.content
+    assert read(ow.xlsx([("", [["x"]])]), XLSX).content.startswith("## Sheet 1\n")
 
 
 def test_slides_keep_their_titles_bullets_and_notes() -> None:
@@ -150,7 +151,7 @@ def test_opendocument_text_spreadsheet_and_presentation() -> None:
     )
     ods = read(sheets, pages="1")
     assert (ods.kind, ods.pages_total, ods.pages) == ("ods", 2, [1])
-    assert ods.content == "## Sheet 1: Budget\n\n| Line | Cost |\n| --- | --- |\n| Rent | 900 |"
+    assert ods.content == "## Budget\n\n| Line | Cost |\n| --- | --- |\n| Rent | 900 |"
     odp = read(
         ow.odf("odp", ow.odp_page("Plan", ["Step one"], "Speak slowly") + ow.odp_page("End", ["Thanks"]))
     )

@@ -153,6 +153,12 @@ def _cells_text(cells: list[str]) -> int:
     return sum(len(cell) + cell.count("|") for cell in cells)
 
 
+def sheet_heading(number: int, name: str) -> str:
+    """A sheet's heading: its name, as its tab shows it (``Sheet N`` when it has none). Its number,
+    which ``pages`` selects, is its place in the envelope's ``pages``."""
+    return name.strip() or f"Sheet {number}"
+
+
 def cut_note(writer: Writer, next_part: int | None) -> None:
     """The line that ends a sheet whose reading stopped at the budget: the rows that fit were
     read, the rest of the sheet was not, and (``next_part``) the sheets after it can be asked

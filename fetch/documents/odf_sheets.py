@@ -1,5 +1,5 @@
-"""An OpenDocument spreadsheet (ODS) as Markdown: each sheet a part headed by its number and name,
-its cells a table (the first row its header).
+"""An OpenDocument spreadsheet (ODS) as Markdown: each sheet a part headed by its name
+(``blocks.sheet_heading``), its cells a table (the first row its header).
 
 Rows are read one at a time and cleared, so a large sheet is never held whole; repeated rows and
 cells are written out only where they hold text, at most ``MAX_REPEAT`` times. Where the next row
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from fetch.documents.archive import Archive, Element, elements
-from fetch.documents.blocks import CUT_NOTE_ROOM, TableSize, Writer, cut_note
+from fetch.documents.blocks import CUT_NOTE_ROOM, TableSize, Writer, cut_note, sheet_heading
 from fetch.documents.odf_text import MAX_REPEAT, OFFICE, TABLE, Styles, meta_title, row_cells
 
 _SHEET = f"{TABLE}table"
@@ -29,7 +29,7 @@ def read_ods(archive: Archive, writer: Writer, wanted: Callable[[int], list[int]
     for number, name, rows, cut in _sheets(archive, set(asked), styles, writer):
         if number not in asked:
             continue
-        writer.part(number, f"Sheet {number}: {name}" if name else f"Sheet {number}")
+        writer.part(number, sheet_heading(number, name))
         writer.table(rows)
         if cut:
             later = asked[asked.index(number) + 1 :]

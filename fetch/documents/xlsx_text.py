@@ -1,5 +1,5 @@
-"""A workbook (XLSX, Office Open XML) as Markdown: each sheet a part headed by its number and name,
-its cells a table (the first row its header), dates written as dates.
+"""A workbook (XLSX, Office Open XML) as Markdown: each sheet a part headed by its name
+(``blocks.sheet_heading``), its cells a table (the first row its header), dates written as dates.
 
 Only the sheets asked for are read, a row at a time (``archive.children_of``): a large sheet is
 never held whole. Where the next row would take the text past its budget, the reading stops (a
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from fetch.documents.archive import Archive, Element, children_of, parse, unreadable
-from fetch.documents.blocks import CUT_NOTE_ROOM, TableSize, Writer, cut_note
+from fetch.documents.blocks import CUT_NOTE_ROOM, TableSize, Writer, cut_note, sheet_heading
 from fetch.documents.ooxml import core_title, part_path, relationships
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
@@ -54,7 +54,7 @@ def read_xlsx(archive: Archive, writer: Writer, wanted: Callable[[int], list[int
     dates = _date_styles(archive, main) if chosen else frozenset()
     for index, number in enumerate(chosen):
         name, path = listed[number - 1]
-        writer.part(number, f"Sheet {number}: {name}" if name else f"Sheet {number}")
+        writer.part(number, sheet_heading(number, name))
         rows, cut = _rows(archive, path, strings, dates, writer.budget.left() - CUT_NOTE_ROOM)
         writer.table(rows)
         if cut:
