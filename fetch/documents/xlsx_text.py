@@ -11,7 +11,7 @@ this: standard library and lxml only.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
 from fetch.documents.archive import Archive, Element, children_of, parse, unreadable
@@ -50,7 +50,7 @@ def read_xlsx(archive: Archive, writer: Writer, wanted: Callable[[int], list[int
     """Write the sheets ``wanted(total)`` chooses; the title and the number of sheets."""
     main, listed = sheets(archive)
     chosen = wanted(len(listed))
-    strings = _shared_strings(archive, main) if chosen else []
+    strings = _SharedStrings(archive, main)
     dates = _date_styles(archive, main) if chosen else frozenset()
     for index, number in enumerate(chosen):
         name, path = listed[number - 1]
@@ -64,15 +64,29 @@ def read_xlsx(archive: Archive, writer: Writer, wanted: Callable[[int], list[int
     return core_title(archive), len(listed)
 
 
-def _shared_strings(archive: Archive, main: str) -> list[str]:
-    path = next((p for p in relationships(archive, main).values() if p.endswith("sharedStrings.xml")), "")
-    if not archive.has(path):
-        return []
-    # An item's text is its own <t> or its rich runs' (a phonetic guide, <rPh>, is not its text).
-    return [_item_text(item) for item in children_of(archive.open(path), f"{S}sst", tag=f"{S}si")]
+class _SharedStrings:
+    """The workbook's shared strings, read as far as the cells asked for need: a writer lists them
+    in the order cells first use them, so a reading cut at the budget never parses the rest."""
+
+    def __init__(self, archive: Archive, main: str) -> None:
+        path = next((p for p in relationships(archive, main).values() if p.endswith("sharedStrings.xml")), "")
+        self._read: list[str] = []
+        self._items: Iterator[Element] | None = (
+            children_of(archive.open(path), f"{S}sst", tag=f"{S}si") if archive.has(path) else None
+        )
+
+    def get(self, index: int) -> str:
+        while index >= len(self._read) and self._items is not None:
+            item = next(self._items, None)
+            if item is None:
+                self._items = None
+            else:
+                self._read.append(_item_text(item))
+        return self._read[index] if 0 <= index < len(self._read) else ""
 
 
 def _item_text(item: Element) -> str:
+    """A shared string's text: its own <t>, or its rich runs' (a phonetic guide, <rPh>, is not)."""
     first = item[0] if len(item) else None
     if first is not None and first.tag == f"{S}t" and len(item) == 1:
         return str(first.text or "")
@@ -106,7 +120,7 @@ def _date_styles(archive: Archive, main: str) -> frozenset[int]:
 
 
 def _rows(
-    archive: Archive, path: str, strings: list[str], dates: frozenset[int], room: int
+    archive: Archive, path: str, strings: _SharedStrings, dates: frozenset[int], room: int
 ) -> tuple[list[list[str]], bool]:
     """The sheet's rows, as many whole rows as fit in ``room`` characters of table; and whether
     it was cut there."""
@@ -142,7 +156,7 @@ def _column(reference: str, next_column: int) -> int:
     return number - 1
 
 
-def _cell_text(cell: Element, strings: list[str], dates: frozenset[int]) -> str:
+def _cell_text(cell: Element, strings: _SharedStrings, dates: frozenset[int]) -> str:
     kind = cell.get("t")
     if kind == "inlineStr":
         return "".join(t.text or "" for t in cell.iter(_T))
@@ -150,8 +164,7 @@ def _cell_text(cell: Element, strings: list[str], dates: frozenset[int]) -> str:
     if not raw:
         return ""
     if kind == "s":
-        index = int(raw) if raw.isdigit() else -1
-        return strings[index] if 0 <= index < len(strings) else ""
+        return strings.get(int(raw) if raw.isdigit() else -1)
     if kind == "b":
         return "TRUE" if raw == "1" else "FALSE"
     style = cell.get("s")
