@@ -272,3 +272,23 @@ def test_a_workbook_past_the_readable_text_answers_in_slices_to_where_it_stopped
     assert slices in (2, 3)
     assert first.json()["total_chars"] == last["total_chars"] <= 300_000
     assert last["content"].endswith('To read the sheets after this one, ask for pages "2-".]')
+
+
+def _sample(client: Any, name: str) -> float:
+    text = client.client.get("/metrics").content.decode()
+    values = [line.rsplit(" ", 1)[1] for line in text.splitlines() if line.startswith(name + " ")]
+    return float(values[0]) if values else 0.0
+
+
+@pytest.mark.django_db
+def test_uploads_are_counted_in_the_fetch_metrics_as_uploads(agent):
+    _, client = agent
+    ok = 'sift_fetch_requests_total{outcome="ok",source="upload"}'
+    refused = 'sift_fetch_requests_total{outcome="unsupported",source="upload"}'
+    seconds = 'sift_fetch_seconds_count{source="upload"}'
+    fetched = 'sift_fetch_requests_total{outcome="ok",source="url"}'
+    before = {name: _sample(client, name) for name in (ok, refused, seconds, fetched)}
+    assert send(client, memo()).status_code == 200
+    assert send(client, b"\x89PNG\r\n\x1a\n" + bytes(32)).status_code == 415
+    after = {name: _sample(client, name) - before[name] for name in before}
+    assert after == {ok: 1, refused: 1, seconds: 2, fetched: 0}
