@@ -248,6 +248,24 @@ def test_rtf_is_read_as_plain_paragraphs() -> None:
     assert (document.kind, document.content) == ("rtf", "Caf\u00e9 opens today.\n\nSecond line")
 
 
+def test_rtf_tables_are_markdown_tables_split_by_their_cells_not_by_bars() -> None:
+    # As Word writes a row: its definition, the cells, then the definition again before \row.
+    definition = rb"\trowd\trgaph108\cellx2000\cellx4000"
+    rtf = (
+        rb"{\rtf1\ansi Intro\par "
+        + definition
+        + rb"\pard\intbl Quarter\cell Ships\cell\pard\intbl{"
+        + definition
+        + rb"\row}"
+        + definition
+        + rb"\pard\intbl Fir|st\cell 1\par 20\cell\pard\intbl{"
+        + definition
+        + rb"\row}\pard After\par}"
+    )
+    document = read(rtf, "application/rtf")
+    assert document.content == ("Intro\n\n| Quarter | Ships |\n| --- | --- |\n| Fir\\|st | 1 20 |\n\nAfter")
+
+
 def test_markdown_and_plain_text_stay_as_they_are() -> None:
     text = "# Notes\n\n- one\n- two\n"
     document = read(text.encode(), "text/markdown")
