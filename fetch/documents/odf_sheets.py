@@ -45,19 +45,20 @@ def _sheets(
     """Each sheet of the spreadsheet's body: its number, name, rows (read for ``chosen`` sheets
     only; the others are counted and skipped) and whether its rows were cut where the next would
     not fit in the budget (then it is the last)."""
-    stack: list[Element] = []
     number, name, room = 0, "", 0
     size = TableSize()
     rows: list[list[str]] = []
-    for event, element in elements(archive.open("content.xml")):
+    sheet: Element | None = None
+    # Only sheets and rows come up to Python (lxml filters the rest, at C speed); a row is read
+    # whole at its end, then removed with its cells.
+    for event, element in elements(archive.open("content.xml"), tag=(_SHEET, _ROW)):
         if event == "start":
-            stack.append(element)
-            if element.tag == _SHEET and _in_body(stack):
+            if element.tag == _SHEET and _in_body(element):
                 number, name, rows, size = number + 1, element.get(f"{TABLE}name", ""), [], TableSize()
                 room = writer.budget.left() - CUT_NOTE_ROOM - len(name) - 20
+                sheet = element
             continue
-        stack.pop()
-        if element.tag == _ROW and number in chosen and _in_body(stack):
+        if element.tag == _ROW and number in chosen and _row_of(element) is sheet is not None:
             cells = row_cells(element, styles)
             if any(cells):
                 repeat = min(int(element.get(f"{TABLE}number-rows-repeated", "1") or 1), MAX_REPEAT)
@@ -67,14 +68,21 @@ def _sheets(
                         return
                     size.add(cells)
                     rows.append(cells)
-        if element.tag == _SHEET and _in_body([*stack, element]):
+        if element is sheet:
             yield number, name, rows, False
-            rows = []
-        if element.tag in (_ROW, _SHEET) and stack:
-            stack[-1].remove(element)
+            rows, sheet = [], None
+        parent = element.getparent()
+        element.clear()
+        if parent is not None:
+            parent.remove(element)
 
 
-def _in_body(stack: list[Element]) -> bool:
-    """Whether the element atop ``stack`` belongs to the spreadsheet body (not a nested table)."""
-    sheets = [element for element in stack if element.tag == _SHEET]
-    return len(sheets) == 1 and any(element.tag == f"{OFFICE}spreadsheet" for element in stack)
+def _row_of(row: Element) -> Element | None:
+    """The table a row belongs to."""
+    return next(row.iterancestors(_SHEET), None)
+
+
+def _in_body(sheet: Element) -> bool:
+    """Whether a table is a sheet of the spreadsheet's body (not a table nested in a cell)."""
+    ancestors = [element.tag for element in sheet.iterancestors()]
+    return _SHEET not in ancestors and f"{OFFICE}spreadsheet" in ancestors
