@@ -136,17 +136,14 @@ class TableSize:
     rows: int = 0
     width: int = 0
 
-    def chars(self, cells: list[str] | None = None) -> int:
-        """The table's size, with ``cells`` as one more row when given."""
-        text, rows, width = self.text, self.rows, self.width
-        if cells is not None:
-            text, rows, width = text + _cells_text(cells), rows + 1, max(width, len(cells))
-        return text + rows * (3 * width + 2) + 6 * width + 1
-
-    def add(self, cells: list[str]) -> None:
-        self.text += _cells_text(cells)
-        self.rows += 1
-        self.width = max(self.width, len(cells))
+    def add_within(self, cells: list[str], room: int) -> bool:
+        """Count ``cells`` as one more row if the table then fits in ``room`` characters; whether
+        it did."""
+        text, width = self.text + _cells_text(cells), max(self.width, len(cells))
+        if text + (self.rows + 1) * (3 * width + 2) + 6 * width + 1 > room:
+            return False
+        self.text, self.rows, self.width = text, self.rows + 1, width
+        return True
 
 
 def _cells_text(cells: list[str]) -> int:

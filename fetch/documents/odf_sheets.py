@@ -63,10 +63,9 @@ def _sheets(
             if any(cells):
                 repeat = min(int(element.get(f"{TABLE}number-rows-repeated", "1") or 1), MAX_REPEAT)
                 for _ in range(repeat):
-                    if size.chars(cells) > room:
+                    if not size.add_within(cells, room):
                         yield number, name, rows, True
                         return
-                    size.add(cells)
                     rows.append(cells)
         if element is sheet:
             yield number, name, rows, False

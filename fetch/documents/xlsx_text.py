@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from fetch.documents.archive import Archive, Element, children_of, parse, unreadable
 from fetch.documents.blocks import CUT_NOTE_ROOM, TableSize, Writer, cut_note, sheet_heading
@@ -138,18 +139,24 @@ def _rows(
             cells.extend([""] * (column - len(cells)))
             cells.append(text)
         if cells:
-            if size.chars(cells) > room:
+            if not size.add_within(cells, room):
                 return rows, True
-            size.add(cells)
             rows.append(cells)
     return rows, False
 
 
 def _column(reference: str, next_column: int) -> int:
     """The 0-based column of a cell reference (``"C7"`` → 2); the next one where it has none."""
-    match = _COLUMN.match(reference)
+    column = _letters_column(reference.rstrip("0123456789"))
+    return next_column if column < 0 else column
+
+
+@lru_cache(maxsize=1 << 15)
+def _letters_column(letters: str) -> int:
+    """The 0-based column a reference's letters name (``"C"`` → 2), -1 for none."""
+    match = _COLUMN.match(letters)
     if match is None:
-        return next_column
+        return -1
     number = 0
     for letter in match[1]:
         number = number * 26 + ord(letter) - 64
@@ -160,7 +167,7 @@ def _cell_text(cell: Element, strings: _SharedStrings, dates: frozenset[int]) ->
     kind = cell.get("t")
     if kind == "inlineStr":
         return "".join(t.text or "" for t in cell.iter(_T))
-    raw = (cell.findtext(_V) or "").strip()
+    raw = next((str(child.text or "") for child in cell if child.tag == _V), "").strip()
     if not raw:
         return ""
     if kind == "s":
