@@ -48,7 +48,8 @@ def sheets(archive: Archive) -> tuple[str, list[tuple[str, str]]]:
 
 
 def read_xlsx(archive: Archive, writer: Writer, wanted: Callable[[int], list[int]]) -> tuple[str | None, int]:
-    """Write the sheets ``wanted(total)`` chooses; the title and the number of sheets."""
+    """Write the sheets ``wanted(total)`` chooses (those past a sheet cut at the budget are
+    dropped from its list); the title and the number of sheets."""
     main, listed = sheets(archive)
     chosen = wanted(len(listed))
     strings = _SharedStrings(archive, main)
