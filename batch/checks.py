@@ -16,7 +16,7 @@ from django.core.checks import CheckMessage, Error, Info, Tags, Warning, registe
 from batch.engine import seam
 from fetch import guard, limits
 from fetch.render import autoconsent, renderer, server_process
-from fetch.sandbox.pool import SANDBOX_CHILDREN
+from fetch.sandbox.pool import SANDBOX_CHILDREN, SANDBOX_MEMORY_BYTES
 
 
 def longest_fetch_seconds() -> float:
@@ -118,7 +118,43 @@ PER_CALLER_AND_TOTAL = (
     ("SIFT_BATCH_WAITS_PER_CALLER", "SIFT_BATCH_WAITS_TOTAL", "waiting request"),
     ("SIFT_MCP_PER_CALLER", "SIFT_MCP_TOTAL", "MCP request in flight"),
     ("SIFT_BATCH_STREAMS_PER_CALLER", "SIFT_BATCH_STREAMS_TOTAL", "event stream"),
+    ("SIFT_UPLOADS_PER_CALLER", "SIFT_UPLOADS_TOTAL", "upload in flight"),
 )
+
+
+# The largest upload the sandbox child is sure to read, as a share of its memory limit, which holds
+# the upload, what is read from it and the child itself (a 20 MB workbook raised the child's
+# resident memory by 100 MB, docs/benchmarks.md; address space runs higher).
+UPLOAD_SHARE_OF_CHILD_MEMORY = 8
+
+
+@register(Tags.compatibility)
+def upload_limit_fits_its_reader(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """An upload larger than the sandbox child can read is taken in only to end ``memory_limit``;
+    one smaller than the JSON limit refuses files any other request could carry."""
+    most, child = settings.SIFT_UPLOAD_MAX_BYTES, SANDBOX_MEMORY_BYTES // UPLOAD_SHARE_OF_CHILD_MEMORY
+    least = settings.SIFT_MAX_REQUEST_BYTES
+    if least <= most <= child:
+        return []
+    if most > child:
+        message = (
+            f"SIFT_UPLOAD_MAX_BYTES ({most}) is above what the sandbox child can read within its memory "
+            f"({child} bytes: 1/{UPLOAD_SHARE_OF_CHILD_MEMORY} of its {SANDBOX_MEMORY_BYTES}): larger "
+            "uploads are held in memory only to end memory_limit"
+        )
+    else:
+        message = (
+            f"SIFT_UPLOAD_MAX_BYTES ({most}) is below the request limit ({least} bytes): an upload is "
+            "refused where any JSON request would be read"
+        )
+    return [
+        Warning(
+            message,
+            hint=f"Set SIFT_UPLOAD_MAX_BYTES between {least // 1024}KiB and {child >> 20}MiB "
+            "(the default is 20MiB).",
+            id="sift.W013",
+        )
+    ]
 
 
 @register(Tags.compatibility)

@@ -14,12 +14,16 @@ markitdown installed (``pip install 'markitdown[docx,xlsx,pptx]'`` in a virtual 
 its own), by markitdown in that one process. For each: word-F1 of the text against the known
 text (words lower-cased, link targets left out, counted as multisets), the structure kept
 (headings, list items, table cells found of those written), and the median time of ``--rounds``
-readings after one to warm up.
+readings after one to warm up. With ``--fetch``, each file is also fetched through ``GET
+/v1/fetch`` from the Procfile's web process (gunicorn, a SQLite database in a temporary directory,
+the files served on loopback, each round under a path of its own so that every fetch downloads
+and reads: no cache hit), timed at the client; the ratio to markitdown's time is printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -28,8 +32,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 SOURCE = """# Harbour Report
@@ -216,9 +225,89 @@ def read_by_markitdown(python: str, files: dict[str, Path], rounds: int) -> dict
     return {kind: by_path[str(path)] for kind, path in files.items() if str(path) in by_path}
 
 
+class _Files(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        super().__init__(("127.0.0.1", 0), _FileHandler)
+        self.files = {path.name: (path.read_bytes(), FORMATS[kind]) for kind, path in files.items()}
+
+
+class _FileHandler(BaseHTTPRequestHandler):
+    """``GET /<round>/<file name>``: the file, with its media type, whatever the round."""
+
+    server: _Files
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        body, media_type = self.server.files.get(self.path.rsplit("/", 1)[-1], (b"", ""))
+        if not body:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", media_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def served(files: dict[str, Path]) -> Iterator[int]:
+    server = _Files(files)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def read_through_fetch(files: dict[str, Path], rounds: int) -> dict[str, float]:
+    """Median seconds of ``GET /v1/fetch`` per file, from the Procfile's web process."""
+    from bench import harness, submit
+
+    with tempfile.TemporaryDirectory(prefix="sift-bench-documents-") as tmp, served(files) as port:
+        database = f"sqlite:///{tmp}/bench.sqlite3"
+        submit.manage(["migrate", "--verbosity", "0"], database)
+        [key] = submit.issue_keys(1, database)
+        env = harness.service_env(
+            database,
+            Path(tmp) / "metrics",
+            SIFT_FETCH_ALLOW_CIDRS="127.0.0.0/8",
+            SIFT_FETCH_ONLY_ALLOWED="true",
+            SIFT_FETCH_ALLOW_PORTS=str(port),
+        )
+        with submit.gunicorn(env, Path(tmp), "documents") as server:
+            connection = http.client.HTTPConnection(harness.LOOPBACK, server.port, timeout=60)
+            times: dict[str, list[float]] = {kind: [] for kind in files}
+            for number in range(rounds + 1):  # the first round warms the sandbox children up
+                for kind, path in files.items():
+                    query = urllib.parse.urlencode({"url": f"http://127.0.0.1:{port}/{number}/{path.name}"})
+                    started = time.perf_counter()
+                    connection.request(
+                        "GET", f"/v1/fetch?{query}", headers={"Authorization": f"Bearer {key}"}
+                    )
+                    response = connection.getresponse()
+                    body = response.read()
+                    if response.status != 200:
+                        raise RuntimeError(f"{path.name}: {response.status} {body[:300]!r}")
+                    if number:
+                        times[kind].append(time.perf_counter() - started)
+            connection.close()
+    return {kind: statistics.median(seconds) for kind, seconds in times.items()}
+
+
 def known_text(kind: str) -> str:
-    if kind in ("csv", "xlsx", "ods"):
-        return "\n".join(line for line in SOURCE.splitlines() if line.startswith("| ") and "---" not in line)
+    """What a person reading the file sees: the source; the table alone for CSV; the table under
+    its tab's name for a workbook (each writer names the sheet after the CSV, ``figures``)."""
+    table = "\n".join(line for line in SOURCE.splitlines() if line.startswith("| ") and "---" not in line)
+    if kind == "csv":
+        return table
+    if kind in ("xlsx", "ods"):
+        return f"## Figures\n\n{table}"
     return SOURCE
 
 
@@ -226,6 +315,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markitdown", help="a Python with markitdown installed")
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--fetch", action="store_true", help="also time each file through GET /v1/fetch")
     arguments = parser.parse_args()
     if shutil.which("pandoc") is None:
         sys.exit("pandoc is needed to write the documents: apt-get install pandoc")
@@ -235,6 +325,7 @@ def main() -> None:
         other = (
             read_by_markitdown(arguments.markitdown, files, arguments.rounds) if arguments.markitdown else {}
         )
+        fetched = read_through_fetch(files, arguments.rounds) if arguments.fetch else {}
     print(f"{'format':6} {'reader':10} {'word-F1':>7} {'headings':>8} {'items':>5} {'cells':>5} {'ms':>7}")
     for kind in files:
         expected = structure(known_text(kind))
@@ -249,6 +340,10 @@ def main() -> None:
                 f"{kind:6} {reader:10} {word_f1(text, known_text(kind)):7.3f} {kept[0]:>8} {kept[1]:>5} "
                 f"{kept[2]:>5} {seconds * 1000:7.1f}"
             )
+        if kind in fetched:
+            direct = float(other[kind]["seconds"]) if kind in other else None  # type: ignore[arg-type]
+            ratio = f"  {fetched[kind] / direct:.2f}x markitdown" if direct else ""
+            print(f"{kind:6} {'/v1/fetch':10} {'':>29} {fetched[kind] * 1000:7.1f}{ratio}")
 
 
 if __name__ == "__main__":

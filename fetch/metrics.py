@@ -18,11 +18,15 @@ from prometheus_client.registry import Collector
 from fetch.models import CachedDocument
 
 REQUESTS = Counter(
-    "sift_fetch_requests", "Fetches (interactive and batch) by outcome (ok or the failure)", ["outcome"]
+    "sift_fetch_requests",
+    "Fetches (interactive and batch) and uploads read, by outcome (ok or the failure) and source "
+    "(url: fetched; upload: sent by the caller to /v1/read or MCP read)",
+    ["outcome", "source"],
 )
 SECONDS = Histogram(
     "sift_fetch_seconds",
-    "Seconds one fetch took, from cache lookup to envelope",
+    "Seconds one fetch took, from cache lookup to envelope (an upload: from its bytes to envelope)",
+    ["source"],
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, float("inf")),
 )
 CACHE_HITS = Counter(

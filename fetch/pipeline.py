@@ -90,8 +90,8 @@ def fetch(
         outcome = exc.outcome
         raise
     finally:
-        metrics.REQUESTS.labels(outcome).inc()
-        metrics.SECONDS.observe(time.monotonic() - started)
+        metrics.REQUESTS.labels(outcome, "url").inc()
+        metrics.SECONDS.labels("url").observe(time.monotonic() - started)
 
 
 def _obtain(target: Target, partition: str, caller: str, turn: HostTurn) -> Source:

@@ -306,8 +306,8 @@ def test_fetches_and_cache_hits_are_counted_in_metrics(agent, httpserver, open_l
     _, client = agent
     httpserver.expect_request("/tides").respond_with_data(ARTICLE, content_type="text/html")
     httpserver.expect_request("/gone").respond_with_data("no", status=404)
-    ok = 'sift_fetch_requests_total{outcome="ok"}'
-    gone = 'sift_fetch_requests_total{outcome="upstream_4xx"}'
+    ok = 'sift_fetch_requests_total{outcome="ok",source="url"}'
+    gone = 'sift_fetch_requests_total{outcome="upstream_4xx",source="url"}'
     before = {name: _sample(client.client, name) for name in (ok, gone, "sift_cache_hits_total")}
     _fetch(client, url=httpserver.url_for("/tides"))
     _fetch(client, url=httpserver.url_for("/tides"))
@@ -315,7 +315,7 @@ def test_fetches_and_cache_hits_are_counted_in_metrics(agent, httpserver, open_l
     assert _sample(client.client, ok) - before[ok] == 2
     assert _sample(client.client, gone) - before[gone] == 1
     assert _sample(client.client, "sift_cache_hits_total") - before["sift_cache_hits_total"] == 1
-    assert _sample(client.client, "sift_fetch_seconds_count") >= 3
+    assert _sample(client.client, 'sift_fetch_seconds_count{source="url"}') >= 3
 
 
 def test_a_malformed_fetch_is_answered_with_the_shape_of_a_fetch_not_of_a_batch(agent):

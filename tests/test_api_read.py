@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 from typing import Any
 from urllib.parse import urlencode
 
@@ -206,7 +207,7 @@ def test_a_workbook_fetched_by_url_as_octet_stream_answers_its_sheets(agent, htt
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["content_type"], body["pages_total"], body["pages"]) == (XLSX, 2, [2])
-    assert body["content"] == "## Sheet 2: Stock\n\n| item |\n| --- |\n| pear |"
+    assert body["content"] == "## Stock\n\n| item |\n| --- |\n| pear |"
 
 
 @pytest.mark.django_db
@@ -247,3 +248,47 @@ def test_a_form_file_larger_than_a_request_body_is_read(agent):
     assert response.json()["content"].startswith("| n | digest |")
     raw = send(client, ("n,digest\n" + rows).encode(), "text/csv", max_chars=2000)
     assert raw.json()["content_sha256"] == response.json()["content_sha256"]
+
+
+@pytest.mark.django_db
+def test_a_workbook_past_the_readable_text_answers_in_slices_to_where_it_stopped(agent, monkeypatch):
+    from fetch import extract
+
+    monkeypatch.setattr(extract, "READABLE_CHARS", 300_000)
+    _, client = agent
+    words = random.Random(3)
+    rows = [[f"row {i}", " ".join(str(words.random()) for _ in range(6))] for i in range(20_000)]
+    workbook = ow.xlsx([("Ledger", rows), ("Later", rows[:3])])
+    assert len(workbook) > 1_000_000
+    first = send(client, workbook, XLSX, max_chars=200_000)
+    assert first.status_code == 200, first.content
+    assert (first.json()["pages"], first.json()["pages_total"]) == ([1], 2)
+    last, slices = first.json(), 1
+    while "next_cursor" in last:
+        last, slices = (
+            send(client, workbook, XLSX, max_chars=200_000, cursor=last["next_cursor"]).json(),
+            slices + 1,
+        )
+    assert slices in (2, 3)
+    assert first.json()["total_chars"] == last["total_chars"] <= 300_000
+    assert last["content"].endswith('To read the sheets after this one, ask for pages "2-".]')
+
+
+def _sample(client: Any, name: str) -> float:
+    text = client.client.get("/metrics").content.decode()
+    values = [line.rsplit(" ", 1)[1] for line in text.splitlines() if line.startswith(name + " ")]
+    return float(values[0]) if values else 0.0
+
+
+@pytest.mark.django_db
+def test_uploads_are_counted_in_the_fetch_metrics_as_uploads(agent):
+    _, client = agent
+    ok = 'sift_fetch_requests_total{outcome="ok",source="upload"}'
+    refused = 'sift_fetch_requests_total{outcome="unsupported",source="upload"}'
+    seconds = 'sift_fetch_seconds_count{source="upload"}'
+    fetched = 'sift_fetch_requests_total{outcome="ok",source="url"}'
+    before = {name: _sample(client, name) for name in (ok, refused, seconds, fetched)}
+    assert send(client, memo()).status_code == 200
+    assert send(client, b"\x89PNG\r\n\x1a\n" + bytes(32)).status_code == 415
+    after = {name: _sample(client, name) - before[name] for name in before}
+    assert after == {ok: 1, refused: 1, seconds: 2, fetched: 0}

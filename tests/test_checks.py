@@ -60,6 +60,9 @@ def test_the_default_settings_break_no_rule(sound):
         ({"SIFT_WEBHOOK_PER_CALLER": 8}, "sift.W006"),
         ({"SIFT_WEBHOOK_SENDING": 4}, "sift.W006"),
         ({"SIFT_FETCH_PER_CALLER": SANDBOX_CHILDREN + 1}, "sift.W007"),
+        ({"SIFT_UPLOADS_PER_CALLER": 5, "SIFT_UPLOADS_TOTAL": 4}, "sift.W001"),
+        ({"SIFT_UPLOAD_MAX_BYTES": 200 << 20}, "sift.W013"),
+        ({"SIFT_UPLOAD_MAX_BYTES": 64 << 10}, "sift.W013"),
     ],
 )
 def test_a_broken_rule_is_reported_with_its_id_and_a_hint(sound, changes, check_id):
@@ -69,6 +72,13 @@ def test_a_broken_rule_is_reported_with_its_id_and_a_hint(sound, changes, check_
     assert list(messages) == [check_id]
     assert messages[check_id].hint
     assert messages[check_id].is_serious() == check_id.startswith("sift.E")
+
+
+def test_the_upload_limit_may_reach_an_eighth_of_the_childs_memory(sound):
+    sound.SIFT_UPLOAD_MAX_BYTES = 128 << 20
+    assert sift_messages() == {}
+    sound.SIFT_UPLOAD_MAX_BYTES = (128 << 20) + 1
+    assert "between 128KiB and 128MiB" in str(sift_messages()["sift.W013"].hint)
 
 
 def test_a_lease_just_longer_than_one_rendered_fetch_is_enough(sound):

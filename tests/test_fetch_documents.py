@@ -91,13 +91,14 @@ def test_a_workbook_is_a_table_per_sheet_and_pages_choose_sheets() -> None:
     document = read(ow.xlsx(sheets, title="Price list"), XLSX)
     assert (document.kind, document.pages_total, document.pages) == ("xlsx", 3, [1, 2, 3])
     assert (
-        "## Sheet 1: Prices\n\n| Item | Price | Since |\n| --- | --- | --- |\n"
+        "## Prices\n\n| Item | Price | Since |\n| --- | --- | --- |\n"
         "| Apple | 1.5 | 2024-03-01 |\n| Pear |  | n/a |" in document.content
     )
     chosen = read(ow.xlsx(sheets), XLSX, pages="2-")
     assert chosen.pages == [2, 3]
-    assert chosen.content.startswith("## Sheet 2: Stock")
+    assert chosen.content.startswith("## Stock")
     assert "Prices" not in chosen.content
+    assert read(ow.xlsx([("", [["x"]])]), XLSX).content.startswith("## Sheet 1\n")
 
 
 def test_slides_keep_their_titles_bullets_and_notes() -> None:
@@ -150,7 +151,7 @@ def test_opendocument_text_spreadsheet_and_presentation() -> None:
     )
     ods = read(sheets, pages="1")
     assert (ods.kind, ods.pages_total, ods.pages) == ("ods", 2, [1])
-    assert ods.content == "## Sheet 1: Budget\n\n| Line | Cost |\n| --- | --- |\n| Rent | 900 |"
+    assert ods.content == "## Budget\n\n| Line | Cost |\n| --- | --- |\n| Rent | 900 |"
     odp = read(
         ow.odf("odp", ow.odp_page("Plan", ["Step one"], "Speak slowly") + ow.odp_page("End", ["Thanks"]))
     )
@@ -245,6 +246,24 @@ def test_rtf_is_read_as_plain_paragraphs() -> None:
     )
     document = read(rtf, "application/rtf")
     assert (document.kind, document.content) == ("rtf", "Caf\u00e9 opens today.\n\nSecond line")
+
+
+def test_rtf_tables_are_markdown_tables_split_by_their_cells_not_by_bars() -> None:
+    # As Word writes a row: its definition, the cells, then the definition again before \row.
+    definition = rb"\trowd\trgaph108\cellx2000\cellx4000"
+    rtf = (
+        rb"{\rtf1\ansi Intro\par "
+        + definition
+        + rb"\pard\intbl Quarter\cell Ships\cell\pard\intbl{"
+        + definition
+        + rb"\row}"
+        + definition
+        + rb"\pard\intbl Fir|st\cell 1\par 20\cell\pard\intbl{"
+        + definition
+        + rb"\row}\pard After\par}"
+    )
+    document = read(rtf, "application/rtf")
+    assert document.content == ("Intro\n\n| Quarter | Ships |\n| --- | --- |\n| Fir\\|st | 1 20 |\n\nAfter")
 
 
 def test_markdown_and_plain_text_stay_as_they_are() -> None:
@@ -386,10 +405,39 @@ def test_deep_nesting_is_unreadable_not_a_crash() -> None:
 
 
 def test_text_over_the_budget_is_too_long() -> None:
-    rows = [[f"row {i} " + "word " * 40] for i in range(3000)]
+    body = "".join(ow.w_paragraph(f"paragraph {i} " + "word " * 40) for i in range(3000))
     header = {"kind": "zip", "ranges": None, "max_chars": 50_000, "markdown": True}
-    reply, _ = read_document(header, ow.xlsx([("Long", rows)]))
+    reply, _ = read_document(header, ow.docx(body))
     assert reply["error"] == "too_long"
+
+
+def _long_rows(count: int) -> list[list[str]]:
+    words = random.Random(7)
+    return [[f"row {i}", " ".join(str(words.random()) for _ in range(8)), "a|b"] for i in range(count)]
+
+
+@pytest.mark.parametrize("kind", ["xlsx", "ods"])
+def test_a_sheet_past_the_budget_stops_at_a_whole_row_and_says_how_to_read_on(kind: str) -> None:
+    rows = _long_rows(3000)
+    sheets = [("Long", rows), ("Two", rows[:2]), ("Three", rows[:2])]
+    document = (
+        ow.xlsx(sheets)
+        if kind == "xlsx"
+        else ow.odf("ods", "".join(ow.ods_table(name, cells) for name, cells in sheets))
+    )
+    header = {"kind": "zip", "ranges": None, "max_chars": 50_000, "markdown": True}
+    reply, text = read_document(header, document)
+    assert (reply.get("error"), reply["pages_total"], reply["pages"]) == (None, 3, [1])
+    assert 40_000 < len(text) <= 50_000
+    table, note = text.rsplit("\n\n", 1)
+    assert table.endswith(" | a\\|b |")
+    assert note.startswith("[sift stopped reading here")
+    assert 'ask for pages "2-"' in note
+    reply, text = read_document({**header, "ranges": [[1, 1], [3, None]]}, document)
+    assert reply["pages"] == [1]
+    assert 'ask for pages "3-"' in text
+    reply, text = read_document({**header, "ranges": [[2, None]]}, document)
+    assert (reply["pages"], "stopped" in text) == ([2, 3], False)
 
 
 @pytest.mark.parametrize(

@@ -161,12 +161,12 @@ def elements(
     events: tuple[str, ...] = ("start", "end"),
     *,
     dtd: bool = False,
-    tag: str | None = None,
+    tag: str | tuple[str, ...] | None = None,
 ) -> Iterator[tuple[str, Element]]:
     """``iterparse`` of an XML part: entities never substituted, nothing loaded or fetched; a part
     that is not well-formed, or declares a document type (``dtd``: one with entities), is
-    ``unreadable``. Only elements named ``tag`` are reported, when it is given (lxml filters them,
-    at C speed). An allocation that failed in libxml2 is a ``MemoryError``."""
+    ``unreadable``. Only elements named ``tag`` (or any of a tuple of names) are reported, when it
+    is given (lxml filters them, at C speed). An allocation that failed in libxml2 is a ``MemoryError``."""
     source = io.BytesIO(stream) if isinstance(stream, bytes) else stream
     parsed = etree.iterparse(
         source,

@@ -40,6 +40,9 @@ class Budget:
         self.used += chars
         self.check(0)
 
+    def left(self) -> int:
+        return self.limit - self.used
+
     def check(self, more: int) -> None:
         """``too_long`` when ``more`` characters, yet to be written, would not fit."""
         if self.used + more > self.limit:
@@ -118,6 +121,50 @@ class Writer:
         if run.link and run.link.startswith(_FOLLOWABLE) and not any(ch in run.link for ch in " ()\n"):
             core = f"[{core}]({run.link})"
         return f"{lead}{core}{trail}"
+
+
+# Room kept in the budget for the line that says where a sheet's reading stopped.
+CUT_NOTE_ROOM = 400
+
+
+@dataclass
+class TableSize:
+    """The most characters a table's text takes (``table_text``): its cells' text with the bars
+    escaped, each row's bars and its padding to the widest row, and the line under the header."""
+
+    text: int = 0
+    rows: int = 0
+    width: int = 0
+
+    def add_within(self, cells: list[str], room: int) -> bool:
+        """Count ``cells`` as one more row if the table then fits in ``room`` characters; whether
+        it did."""
+        text, width = self.text + _cells_text(cells), max(self.width, len(cells))
+        if text + (self.rows + 1) * (3 * width + 2) + 6 * width + 1 > room:
+            return False
+        self.text, self.rows, self.width = text, self.rows + 1, width
+        return True
+
+
+def _cells_text(cells: list[str]) -> int:
+    return sum(len(cell) + cell.count("|") for cell in cells)
+
+
+def sheet_heading(number: int, name: str) -> str:
+    """A sheet's heading: its name, as its tab shows it (``Sheet N`` when it has none). Its number,
+    which ``pages`` selects, is its place in the envelope's ``pages``."""
+    return name.strip() or f"Sheet {number}"
+
+
+def cut_note(writer: Writer, next_part: int | None) -> None:
+    """The line that ends a sheet whose reading stopped at the budget: the rows that fit were
+    read, the rest of the sheet was not, and (``next_part``) the sheets after it can be asked
+    for by ``pages``."""
+    after = f' To read the sheets after this one, ask for pages "{next_part}-".' if next_part else ""
+    writer.block(
+        f"[sift stopped reading here: a document's text is read up to {writer.budget.limit:,} "
+        f"characters, and the rest of this sheet is past them.{after}]"
+    )
 
 
 def table_text(rows: list[list[str]], *, markdown: bool) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from fetch.documents.archive import Archive, Element, children_of, parse
+from fetch.documents.archive import Archive, Element, children_of, elements, parse
 from fetch.documents.blocks import Run, Writer
 
 OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
@@ -36,8 +36,11 @@ class Styles:
         self.numbered: set[str] = set()
         if archive.has("styles.xml"):
             self._read(parse(archive.open("styles.xml")))
-        for element in children_of(archive.open("content.xml"), f"{OFFICE}automatic-styles"):
-            self._read(element)
+        # The content's own styles come before its body: the parse stops at their end.
+        tag = f"{OFFICE}automatic-styles"
+        for _event, styles in elements(archive.open("content.xml"), events=("end",), tag=tag):
+            self._read(styles)
+            break
 
     def _read(self, root: Element) -> None:
         for style in root.iter(f"{STYLE}style"):

@@ -1,14 +1,17 @@
-"""Delimited text (CSV, TSV) as a Markdown table, and RTF as plain text.
+r"""Delimited text (CSV, TSV) as a Markdown table, and RTF as paragraphs and tables.
 
 A CSV's delimiter is guessed from its first lines among comma, semicolon, tab and bar (comma when
-none stands out); a TSV's is the tab. RTF is read by striprtf for its text (RTF keeps no
-structure an agent needs that striprtf could give back). The sandbox child runs this.
+none stands out); a TSV's is the tab. RTF is read by striprtf for its text, its tables marked
+first: a row's definition (``\trowd``), each cell's end (``\cell``) and the row's end (``\row``)
+become characters no RTF file holds, so that the rows come back as a Markdown table (cells split
+by their own mark, never by a ``|`` of their text). The sandbox child runs this.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 
 from fetch.documents.archive import unreadable
 from fetch.documents.blocks import Writer
@@ -50,10 +53,41 @@ def _guess_delimiter(sample: str) -> str:
     return best
 
 
+# Marks of a table row's start, a cell's end and a row's end (private-use characters: an RTF file
+# is 7-bit, so its decoded text holds none of them).
+_ROW_START, _CELL, _ROW_END = "\ue000", "\ue001", "\ue002"
+_TABLE_WORDS = re.compile(r"(?<!\\)\\(trowd|cell|row)(?![A-Za-z])")
+_MARK = {"trowd": _ROW_START, "cell": _CELL, "row": _ROW_END}
+_MARKS = re.compile(f"[{_ROW_START}{_CELL}{_ROW_END}]")
+
+
 def read_rtf(payload: bytes, writer: Writer) -> None:
     from striprtf.striprtf import rtf_to_text  # noqa: PLC0415 — imported by the first RTF only
 
     # RTF is 7-bit: other characters are escapes, which striprtf decodes with the file's code page.
-    text = rtf_to_text(payload.decode("latin-1"), errors="replace")
-    for paragraph in text.replace("\r\n", "\n").split("\n"):
+    source = _TABLE_WORDS.sub(lambda word: _MARK[word[1]], payload.decode("latin-1"))
+    text = rtf_to_text(source, errors="replace").replace("\r\n", "\n")
+    rows: list[list[str]] = []
+    size = at = 0
+    for end in (found.start() for found in re.finditer(_ROW_END, text)):
+        segment = text[at:end]
+        start = segment.find(_ROW_START)
+        before, row = (segment[:start], segment[start:]) if start >= 0 else ("", segment)
+        if before.strip():
+            writer.table(rows)
+            rows = []
+            _paragraphs(before, writer)
+        cells = row.replace(_ROW_START, "").split(_CELL)
+        if len(cells) > 1 and not cells[-1].strip():
+            cells.pop()  # what follows a row's last cell is the row's end
+        rows.append([" ".join(cell.split()) for cell in cells])
+        size += sum(len(cell) + 3 for cell in rows[-1])
+        writer.budget.check(size)
+        at = end + 1
+    writer.table(rows)
+    _paragraphs(text[at:], writer)
+
+
+def _paragraphs(text: str, writer: Writer) -> None:
+    for paragraph in _MARKS.sub("", text).split("\n"):
         writer.block(paragraph)

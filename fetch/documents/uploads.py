@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from fetch import metrics
 from fetch.answer import slices
 from fetch.errors import FetchError
 from fetch.extract import extract
@@ -43,6 +44,18 @@ def read_upload(upload: Upload, options: TargetOptions, *, caller: str) -> dict[
     bound to it). Raises ``FetchError`` as ``extract`` does, ``empty`` for a file without text,
     and ``invalid_request`` for a cursor of another file or options."""
     started = time.monotonic()
+    outcome = "ok"
+    try:
+        return _read(upload, options, caller=caller, started=started)
+    except FetchError as exc:
+        outcome = exc.outcome
+        raise
+    finally:
+        metrics.REQUESTS.labels(outcome, "upload").inc()
+        metrics.SECONDS.labels("upload").observe(time.monotonic() - started)
+
+
+def _read(upload: Upload, options: TargetOptions, *, caller: str, started: float) -> dict[str, Any]:
     if not upload.body:
         raise FetchError(Outcome.EMPTY, "the upload holds no bytes", "Send the file as the request's body.")
     target = Target(upload.sha256_name, options)

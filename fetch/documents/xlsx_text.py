@@ -1,19 +1,22 @@
-"""A workbook (XLSX, Office Open XML) as Markdown: each sheet a part headed by its number and name,
-its cells a table (the first row its header), dates written as dates.
+"""A workbook (XLSX, Office Open XML) as Markdown: each sheet a part headed by its name
+(``blocks.sheet_heading``), its cells a table (the first row its header), dates written as dates.
 
 Only the sheets asked for are read, a row at a time (``archive.children_of``): a large sheet is
-never held whole, and its text stops at the budget. The sandbox child runs this: standard
-library and lxml only.
+never held whole. Where the next row would take the text past its budget, the reading stops (a
+line says so, and which sheets ``pages`` can still ask for) and the sheets read so far are the
+answer, so a workbook too large to read whole still answers in slices. The sandbox child runs
+this: standard library and lxml only.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from fetch.documents.archive import Archive, Element, children_of, parse, unreadable
-from fetch.documents.blocks import Writer
+from fetch.documents.blocks import CUT_NOTE_ROOM, TableSize, Writer, cut_note, sheet_heading
 from fetch.documents.ooxml import core_title, part_path, relationships
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
@@ -45,28 +48,47 @@ def sheets(archive: Archive) -> tuple[str, list[tuple[str, str]]]:
 
 
 def read_xlsx(archive: Archive, writer: Writer, wanted: Callable[[int], list[int]]) -> tuple[str | None, int]:
-    """Write the sheets ``wanted(total)`` chooses; the title and the number of sheets."""
+    """Write the sheets ``wanted(total)`` chooses (those past a sheet cut at the budget are
+    dropped from its list); the title and the number of sheets."""
     main, listed = sheets(archive)
     chosen = wanted(len(listed))
-    strings = _shared_strings(archive, main) if chosen else []
+    strings = _SharedStrings(archive, main)
     dates = _date_styles(archive, main) if chosen else frozenset()
-    for number in chosen:
+    for index, number in enumerate(chosen):
         name, path = listed[number - 1]
-        writer.part(number, f"Sheet {number}: {name}" if name else f"Sheet {number}")
-        rows = _rows(archive, path, strings, dates, writer)
+        writer.part(number, sheet_heading(number, name))
+        rows, cut = _rows(archive, path, strings, dates, writer.budget.left() - CUT_NOTE_ROOM)
         writer.table(rows)
+        if cut:
+            cut_note(writer, chosen[index + 1] if index + 1 < len(chosen) else None)
+            del chosen[index + 1 :]
+            break
     return core_title(archive), len(listed)
 
 
-def _shared_strings(archive: Archive, main: str) -> list[str]:
-    path = next((p for p in relationships(archive, main).values() if p.endswith("sharedStrings.xml")), "")
-    if not archive.has(path):
-        return []
-    # An item's text is its own <t> or its rich runs' (a phonetic guide, <rPh>, is not its text).
-    return [_item_text(item) for item in children_of(archive.open(path), f"{S}sst", tag=f"{S}si")]
+class _SharedStrings:
+    """The workbook's shared strings, read as far as the cells asked for need: a writer lists them
+    in the order cells first use them, so a reading cut at the budget never parses the rest."""
+
+    def __init__(self, archive: Archive, main: str) -> None:
+        path = next((p for p in relationships(archive, main).values() if p.endswith("sharedStrings.xml")), "")
+        self._read: list[str] = []
+        self._items: Iterator[Element] | None = (
+            children_of(archive.open(path), f"{S}sst", tag=f"{S}si") if archive.has(path) else None
+        )
+
+    def get(self, index: int) -> str:
+        while index >= len(self._read) and self._items is not None:
+            item = next(self._items, None)
+            if item is None:
+                self._items = None
+            else:
+                self._read.append(_item_text(item))
+        return self._read[index] if 0 <= index < len(self._read) else ""
 
 
 def _item_text(item: Element) -> str:
+    """A shared string's text: its own <t>, or its rich runs' (a phonetic guide, <rPh>, is not)."""
     first = item[0] if len(item) else None
     if first is not None and first.tag == f"{S}t" and len(item) == 1:
         return str(first.text or "")
@@ -100,10 +122,12 @@ def _date_styles(archive: Archive, main: str) -> frozenset[int]:
 
 
 def _rows(
-    archive: Archive, path: str, strings: list[str], dates: frozenset[int], writer: Writer
-) -> list[list[str]]:
+    archive: Archive, path: str, strings: _SharedStrings, dates: frozenset[int], room: int
+) -> tuple[list[list[str]], bool]:
+    """The sheet's rows, as many whole rows as fit in ``room`` characters of table; and whether
+    it was cut there."""
     rows: list[list[str]] = []
-    size = 0
+    size = TableSize()
     for row in children_of(archive.open(path), f"{S}sheetData", tag=f"{S}row"):
         cells: list[str] = []
         for cell in row.iter(f"{S}c"):
@@ -115,34 +139,40 @@ def _rows(
                 continue
             cells.extend([""] * (column - len(cells)))
             cells.append(text)
-            size += len(text) + 3
-            writer.budget.check(size)
         if cells:
+            if not size.add_within(cells, room):
+                return rows, True
             rows.append(cells)
-    return rows
+    return rows, False
 
 
 def _column(reference: str, next_column: int) -> int:
     """The 0-based column of a cell reference (``"C7"`` → 2); the next one where it has none."""
-    match = _COLUMN.match(reference)
+    column = _letters_column(reference.rstrip("0123456789"))
+    return next_column if column < 0 else column
+
+
+@lru_cache(maxsize=1 << 15)
+def _letters_column(letters: str) -> int:
+    """The 0-based column a reference's letters name (``"C"`` → 2), -1 for none."""
+    match = _COLUMN.match(letters)
     if match is None:
-        return next_column
+        return -1
     number = 0
     for letter in match[1]:
         number = number * 26 + ord(letter) - 64
     return number - 1
 
 
-def _cell_text(cell: Element, strings: list[str], dates: frozenset[int]) -> str:
+def _cell_text(cell: Element, strings: _SharedStrings, dates: frozenset[int]) -> str:
     kind = cell.get("t")
     if kind == "inlineStr":
         return "".join(t.text or "" for t in cell.iter(_T))
-    raw = (cell.findtext(_V) or "").strip()
+    raw = next((str(child.text or "") for child in cell if child.tag == _V), "").strip()
     if not raw:
         return ""
     if kind == "s":
-        index = int(raw) if raw.isdigit() else -1
-        return strings[index] if 0 <= index < len(strings) else ""
+        return strings.get(int(raw) if raw.isdigit() else -1)
     if kind == "b":
         return "TRUE" if raw == "1" else "FALSE"
     style = cell.get("s")
