@@ -64,7 +64,7 @@ FEATURES = (
 )  # fmt: skip
 # ``drop_boilerplate`` drops a line the model gives less than this chance of being main content:
 # the best threshold cross-validated by site on the pages learnt from (bench/train_blocks.py).
-KEEP_AT = 0.5
+KEEP_AT = 0.15
 
 
 def key_of(text: str) -> str:
