@@ -49,12 +49,14 @@ check: $(VENV)/.installed $(SECRET_KEY_FILE)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/lint-imports
 
-# The page-type model the sandbox child reads (fetch/html/models/page_type.json), rebuilt from the
-# labelled pages in the bench-data directory (bench/train.py says what it learns from and prints
-# how it was checked). Its training library is a development requirement, never the service's.
+# The page-type and block models (fetch/html/models/page_type.json, block_main.json), rebuilt from the
+# labelled pages in the bench-data directory (bench/train.py and bench/train_blocks.py say what they
+# learn from and print how it was checked). Their training library is a development requirement,
+# never the service's.
 BENCH_DATA ?= ../shared/bench-data
 model: $(VENV)/.installed
 	$(BIN)/python -m bench.train --data $(BENCH_DATA)
+	$(BIN)/python -m bench.train_blocks --data $(BENCH_DATA)
 
 clean:
 	rm -rf $(VENV) var staticfiles db.sqlite3*
