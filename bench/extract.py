@@ -52,13 +52,13 @@ from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 
+import django
 import trafilatura
 
 from bench import cpu, data, harness, submit
 from bench.harness import LOOPBACK, REPO
 from bench.postgres import BenchDatabase
 from bench.stats import median
-from fetch.extract import extract
 from fetch.options import Mode
 from fetch.targets import TargetOptions
 
@@ -107,6 +107,9 @@ def score(outputs: list[str], pages: list[Page]) -> float:
 
 
 def sift(mode: Mode) -> Callable[[bytes, str], str]:
+    django.setup()  # fetch.extract reaches the models (the sandbox's metrics)
+    from fetch.extract import extract
+
     options = TargetOptions(mode=mode)
 
     def run(body: bytes, url: str) -> str:

@@ -1,7 +1,8 @@
 """CSS selectors matched against a parsed page, as a browser matches them: right to left, from
 the elements that have the rightmost part's id, class or tag (``stylesheets.py`` uses it).
 
-cssselect reads the selector and its specificity; each compound part (``div.note``,
+cssselect reads a selector and its specificity, but a plain one (tags, classes, ids and
+combinators: most of them), which is read here as cssselect reads it; each compound part (``div.note``,
 ``p[data-k="v"]:not(.x)``) becomes a test of one element (in Python for tags, ids and classes,
 else the XPath cssselect makes of it, run by lxml); the combinators are followed here. Each
 part's result for an element is kept, and a descendant combinator looks at each ancestor once

@@ -9,9 +9,10 @@ shows: one inside ``@media`` with a condition (what shows on one screen shows on
 external stylesheet after it may undo. ``:hover`` and the like match nothing (cssselect), and
 custom properties (``var()``) are not resolved.
 
-A quick scan (comments and strings known) cuts the CSS into rules; tinycss2 reads a rule's
-block only when it may hide or when its selector may match near what may be hidden, so most of a
-page's CSS is never tokenized. Matching shares ``MATCH_WORK`` steps a page: a hostile page of
+A quick scan (comments and strings known) cuts the CSS into rules; a rule whose selectors name,
+on their right, a tag, a class or an id the page lacks is set aside unread, and tinycss2 reads a
+rule's block only when it may hide or when its selector may match near what may be hidden, so most
+of a page's CSS is never tokenized. Matching shares ``MATCH_WORK`` steps a page: a hostile page of
 many rules over many elements cannot spend the fetch's deadline. Rules that could hide on their
 own are matched first, the others only where they matter; past the cap the rest are not
 applied, and ``PageStyles.cut_short`` says so.
