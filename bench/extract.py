@@ -1,9 +1,9 @@
 """Benchmark sift's HTML path against trafilatura called directly, and score its text mode.
 
-Reads the article-extraction benchmark from the bench-data directory (``--data``, by default
-``../shared/bench-data`` beside the repository; gzipped HTML pages and ground-truth.json: {id:
-{"articleBody": ..., "url": ...}}; never copied into the repository) and prints pages/s and mean
-token F1 for:
+Reads a set of the bench-data directory (``--data``, by default ``../shared/bench-data`` beside
+the repository; ``--set``: the article-extraction benchmark, or ``wcxb-dev``; gzipped HTML pages
+and ground-truth.json: {id: {"articleBody": ..., "url": ...}}; never copied into the repository)
+and prints pages/s, CPU a page and mean token F1 for:
 
 - trafilatura: ``trafilatura.extract(html_bytes)`` with its defaults, in this one process: the
   baseline;
@@ -17,10 +17,16 @@ token F1 for:
   distinct URLs). The service may use both cores (its workers, their sandbox children); the
   upstream and the clients run in this process and share the machine with it.
 
-The ratio lines divide each service rate by trafilatura's. Token F1 is the bag-of-words F1 of
-lower-cased ``\\w+`` tokens, per page, then averaged. ``--no-service`` skips the HTTP rows.
+``--baseline DIR`` runs another checkout's web process (e.g. the main branch) beside this one's,
+on the same upstream and database, its rounds alternating with the others. ``--no-in-process``
+leaves out sift's in-process rows, ``--no-service`` the HTTP rows.
 
-    .venv/bin/python -m bench.extract [--data DIR] [--rounds N] [--clients N] [--no-service]
+Rates and CPU are the medians over the rounds, and each ratio line the median of a round's rate
+over trafilatura's in the same round. Token F1 is the bag-of-words F1 of lower-cased ``\\w+``
+tokens, per page, then averaged.
+
+    .venv/bin/python -m bench.extract [--data DIR] [--set articles|wcxb-dev] [--rounds N]
+        [--clients N] [--baseline DIR] [--no-in-process] [--no-service]
 """
 
 from __future__ import annotations
@@ -46,12 +52,13 @@ from pathlib import Path
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sift_site.settings")
 
+import django
 import trafilatura
 
 from bench import cpu, data, harness, submit
-from bench.harness import LOOPBACK
+from bench.harness import LOOPBACK, REPO
 from bench.postgres import BenchDatabase
-from fetch.extract import extract
+from bench.stats import median
 from fetch.options import Mode
 from fetch.targets import TargetOptions
 
@@ -82,11 +89,14 @@ class Row:
     f1: float
 
 
-def load(articles: Path) -> list[Page]:
-    truth = json.loads((articles / "ground-truth.json").read_text())
+SETS = {"articles": data.ARTICLES, "wcxb-dev": data.WCXB}
+
+
+def load(folder: Path) -> list[Page]:
+    truth = json.loads((folder / "ground-truth.json").read_text())
     pages = []
     for key, item in sorted(truth.items()):
-        path = articles / "html" / f"{key}.html.gz"
+        path = folder / "html" / f"{key}.html.gz"
         if path.exists():
             pages.append(Page(key, gzip.decompress(path.read_bytes()), item["url"], item["articleBody"]))
     return pages
@@ -97,6 +107,9 @@ def score(outputs: list[str], pages: list[Page]) -> float:
 
 
 def sift(mode: Mode) -> Callable[[bytes, str], str]:
+    django.setup()  # fetch.extract reaches the models (the sandbox's metrics)
+    from fetch.extract import extract
+
     options = TargetOptions(mode=mode)
 
     def run(body: bytes, url: str) -> str:
@@ -131,18 +144,17 @@ class Contender:
     name: str
     run: Callable[[int], list[str]]  # round number -> the text of every page
     roots: Callable[[], list[int]]  # whose CPU is this path's
-    elapsed: float = 0.0
-    cpu_seconds: float = 0.0
-    pages: int = 0
+    rates: list[float] = field(default_factory=list)  # pages/s, a round each
+    cpu_ms: list[float] = field(default_factory=list)  # CPU ms a page, a round each
     outputs: list[str] = field(default_factory=list)
 
     def round(self, number: int) -> None:
         roots = self.roots()
         cpu_before, started = tree_cpu_seconds(roots), time.perf_counter()
         self.outputs = self.run(number)
-        self.elapsed += time.perf_counter() - started
-        self.cpu_seconds += tree_cpu_seconds(roots) - cpu_before
-        self.pages += len(self.outputs)
+        elapsed = time.perf_counter() - started
+        self.rates.append(len(self.outputs) / elapsed)
+        self.cpu_ms.append(1000 * (tree_cpu_seconds(roots) - cpu_before) / len(self.outputs))
 
 
 def in_process(name: str, fn: Callable[[bytes, str], str], pages: list[Page]) -> Contender:
@@ -255,40 +267,48 @@ def through_service(
     return outputs
 
 
-def via_service(service: Service, mode: str, pages: list[Page], clients: int) -> Contender:
+def via_service(service: Service, mode: str, pages: list[Page], clients: int, checkout: str) -> Contender:
     ids = [page.key for page in pages]
 
     def run(number: int) -> list[str]:
         # A new path every round: each request is a cache miss, fetched and extracted afresh.
-        outputs = through_service(service, mode, ids, f"{mode}-{number}", clients)
+        outputs = through_service(service, mode, ids, f"{checkout}-{mode}-{number}", clients)
         return [outputs[key] for key in ids]
 
-    return Contender(f"GET /v1/fetch {mode}, {clients} clients", run, service.pids)
+    label = "" if checkout == "this" else f" ({checkout})"
+    return Contender(f"GET /v1/fetch {mode}, {clients} clients{label}", run, service.pids)
 
 
 @contextmanager
-def service_running(articles: Path, pages: list[Page], clients: int) -> Iterator[Service]:
-    """Upstream, database and the Procfile's web process, all torn down on the way out."""
+def services_running(
+    folder: Path, pages: list[Page], clients: int, checkouts: dict[str, Path]
+) -> Iterator[dict[str, Service]]:
+    """Upstream, database and the Procfile's web process of each checkout, all torn down on the
+    way out."""
     with (
-        upstream(articles, [page.key for page in pages]) as upstream_port,
+        upstream(folder, [page.key for page in pages]) as upstream_port,
         DATABASE.fresh(),
         tempfile.TemporaryDirectory(prefix="sift-bench-extract-") as tmp,
+        contextlib.ExitStack() as stack,
     ):
         submit.manage(["migrate", "--verbosity", "0"], DATABASE.url)
         keys = submit.issue_keys(clients, DATABASE.url)
-        env = harness.service_env(
-            DATABASE.url,
-            Path(tmp) / "metrics",
-            PATH=f"{submit.BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-            SIFT_FETCH_ALLOW_CIDRS="127.0.0.0/8",
-            SIFT_FETCH_ONLY_ALLOWED="true",
-            SIFT_FETCH_ALLOW_PORTS=str(upstream_port),
-        )
-        with submit.gunicorn(env, Path(tmp), "extract") as server:
+        running = {}
+        for name, checkout in checkouts.items():
+            env = harness.service_env(
+                DATABASE.url,
+                Path(tmp) / f"metrics-{name}",
+                PATH=f"{submit.BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+                SIFT_FETCH_ALLOW_CIDRS="127.0.0.0/8",
+                SIFT_FETCH_ONLY_ALLOWED="true",
+                SIFT_FETCH_ALLOW_PORTS=str(upstream_port),
+            )
+            server = stack.enter_context(submit.gunicorn(env, Path(tmp), f"extract-{name}", checkout))
             service = Service(server.port, upstream_port, keys, server.process.pid)
             # One page per client first, as a deployment that has served a request or two.
-            through_service(service, "text", [p.key for p in pages[:clients]], "warm", clients)
-            yield service
+            through_service(service, "text", [p.key for p in pages[:clients]], f"warm-{name}", clients)
+            running[name] = service
+        yield running
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -297,25 +317,34 @@ def service_running(articles: Path, pages: list[Page], clients: int) -> Iterator
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     data.add_argument(parser)
+    parser.add_argument("--set", choices=sorted(SETS), default="articles", help="the pages (articles)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients of the service (4)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR", help="another checkout's service beside")
+    parser.add_argument("--no-in-process", action="store_true", help="no in-process rows of sift")
     parser.add_argument("--no-service", action="store_true", help="in-process rows only, no HTTP")
     args = parser.parse_args()
-    articles = data.articles(parser, args.data)
-    pages = load(articles)
+    folder = data.required(parser, args.data, SETS[args.set])
+    pages = load(folder)
     megabytes = sum(len(page.body) for page in pages) / 1e6
     print(f"{len(pages)} pages, {megabytes:.1f} MB of HTML, {args.rounds} rounds each", flush=True)
     sift("text")(pages[0].body, pages[0].url)  # warm imports and caches
     baseline = in_process("trafilatura.extract (txt)", trafilatura_direct, pages)
-    paths = [
-        baseline,
-        in_process("sift extract, text mode", sift("text"), pages),
-        in_process("sift extract, markdown mode", sift("markdown"), pages),
-    ]
+    paths = [baseline]
+    if not args.no_in_process:
+        paths += [
+            in_process("sift extract, text mode", sift("text"), pages),
+            in_process("sift extract, markdown mode", sift("markdown"), pages),
+        ]
+    checkouts = {"this": REPO} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
     with contextlib.ExitStack() as stack:
         if not args.no_service:
-            service = stack.enter_context(service_running(articles, pages, args.clients))
-            paths += [via_service(service, mode, pages, args.clients) for mode in ("text", "markdown")]
+            running = stack.enter_context(services_running(folder, pages, args.clients, checkouts))
+            paths += [
+                via_service(service, mode, pages, args.clients, name)
+                for mode in ("text", "markdown")
+                for name, service in running.items()
+            ]
         # Round by round, every path in turn: a machine whose load changes over the run weighs
         # on all of them alike.
         for number in range(args.rounds):
@@ -325,20 +354,21 @@ def main() -> None:
 
 
 def print_report(paths: list[Contender], baseline: Contender, pages: list[Page]) -> None:
-    print("\n| path                                 |  pages/s | CPU ms/page | token F1 |")
-    print("|--------------------------------------|---------:|------------:|---------:|")
+    print(f"\n| {'path':<46} |  pages/s | CPU ms/page | token F1 |")
+    print(f"|{'-' * 48}|---------:|------------:|---------:|")
     for path in paths:
-        rate, cpu_ms = path.pages / path.elapsed, 1000 * path.cpu_seconds / path.pages
+        rate, cpu_ms = median(path.rates), median(path.cpu_ms)
         f1 = score(path.outputs, pages)
-        print(f"| {path.name:<36} | {rate:>8.1f} | {cpu_ms:>11.1f} | {f1:>8.3f} |")
+        print(f"| {path.name:<46} | {rate:>8.1f} | {cpu_ms:>11.1f} | {f1:>8.3f} |")
     print(
         "\nCPU: of this process and its sandbox children in-process (the clients' and upstream's "
         "too while the service runs are not counted), of gunicorn, its workers, their children "
         "and the database sessions through the service.\n"
     )
-    base_rate = baseline.pages / baseline.elapsed
     for path in paths[1:]:
-        print(f"ratio {path.name} / trafilatura: {path.pages / path.elapsed / base_rate:.2f}x")
+        ratios = [rate / base for rate, base in zip(path.rates, baseline.rates, strict=True)]
+        each = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+        print(f"ratio {path.name} / trafilatura: {median(ratios):.2f}x (rounds: {each})")
 
 
 if __name__ == "__main__":

@@ -257,7 +257,8 @@ class Server:
 
 
 @contextmanager
-def gunicorn(env: dict[str, str], workdir: Path, name: str) -> Iterator[Server]:
+def gunicorn(env: dict[str, str], workdir: Path, name: str, checkout: Path = REPO) -> Iterator[Server]:
+    """The Procfile's web process of ``checkout`` (this one by default)."""
     port = free_port()
     argv = procfile_web_command(port)
     log = workdir / f"gunicorn-{name}.log"
@@ -266,7 +267,7 @@ def gunicorn(env: dict[str, str], workdir: Path, name: str) -> Iterator[Server]:
     metrics_dir.mkdir(parents=True)
     with log.open("wb") as out:
         process = subprocess.Popen(
-            argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            argv, cwd=checkout, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     server = Server(process, port, log)
     try:

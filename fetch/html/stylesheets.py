@@ -9,9 +9,10 @@ shows: one inside ``@media`` with a condition (what shows on one screen shows on
 external stylesheet after it may undo. ``:hover`` and the like match nothing (cssselect), and
 custom properties (``var()``) are not resolved.
 
-A quick scan (comments and strings known) cuts the CSS into rules; tinycss2 reads a rule's
-block only when it may hide or when its selector may match near what may be hidden, so most of a
-page's CSS is never tokenized. Matching shares ``MATCH_WORK`` steps a page: a hostile page of
+A quick scan (comments and strings known) cuts the CSS into rules; a rule whose selectors name,
+on their right, a tag, a class or an id the page lacks is set aside unread, and tinycss2 reads a
+rule's block only when it may hide or when its selector may match near what may be hidden, so most
+of a page's CSS is never tokenized. Matching shares ``MATCH_WORK`` steps a page: a hostile page of
 many rules over many elements cannot spend the fetch's deadline. Rules that could hide on their
 own are matched first, the others only where they matter; past the cap the rest are not
 applied, and ``PageStyles.cut_short`` says so.
@@ -54,10 +55,12 @@ _BLOCK_RULES = frozenset({"supports", "layer", "document", "scope"})
 # The scan of a stylesheet: comments, strings, braces and semicolons.
 _LEXEME = re.compile(r"/\*.*?(?:\*/|\Z)|\"(?:\\.|[^\"\\])*\"?|'(?:\\.|[^'\\])*'?|[{};]", re.S)
 _COMMENT = re.compile(r"/\*.*?(?:\*/|\Z)", re.S)
-_TAG = re.compile(r"[a-zA-Z][-\w]*|")
+# A tag, a class or an id of a compound selector, to its end (an escape is never read here).
+_SIMPLE_NAME = r"[^\s.#:\[\]()>+~,|\\*]+"
+_TAG = re.compile(rf"{_SIMPLE_NAME}|")
 _BACKGROUND = re.compile(r"(?<![\w-])background(?:-color|-image)?\s*:", re.IGNORECASE)
 _FONT_OR_COLOUR = re.compile(r"(?<![\w-])(?:font-size|font|color)\s*:", re.IGNORECASE)
-_NAMED = re.compile(r"[.#]-?[_a-zA-Z\u0080-\uffff][-\w]*")
+_NAMED = re.compile(rf"[.#]{_SIMPLE_NAME}")
 # What a block that may hide holds: a superset of what style_hiding.hides_alone finds, so that the
 # rest of the page's CSS need not be read unless it may match near what may be hidden.
 _TINY = r"(?<![\w.#-])(?:0*\.0|0(?![.\d])|0*\.\d*px|calc\(|min\(|max\(|clamp\(|\d(?:\.\d*)?%)"
@@ -111,11 +114,14 @@ def page_styles(tree: lxml.html.HtmlElement, hides_alone: Callable[[str, Value],
     }
     first: list[_Rule] = []
     then: list[_Rule] = []
-    units = list(_page_units(tree, styles))
+    matcher = Matcher(tree)
+    # A rule whose every selector names, on its right, a tag, a class or an id the page lacks
+    # matches nothing: it is never read further.
+    on_page = matcher.names()
+    units = [unit for unit in _page_units(tree, styles) if unit.may_match(on_page)]
     for rule in _rules([unit for unit in units if unit.may_hide], hides_alone):
         hides = any(hides_alone(name, value) for name, value, _ in rule.declarations)
         (first if hides else then).append(rule)
-    matcher = Matcher(tree)
     matched: list[tuple[_Rule, list[etree._Element]]] = []
     for rule in first:
         elements = matcher.select(rule.selector)
@@ -180,7 +186,7 @@ class _Unit:
         """Whether a selector of it may match an element with one of ``names`` (``.class``,
         ``#id``) or any element (a rightmost part without a class or an id)."""
         for selector in self.prelude.split(","):
-            if any(mark in selector for mark in "([\\"):
+            if any(mark in selector for mark in "([\\|"):
                 return True
             last = re.split(r"[\s>+~]+", selector.strip())[-1]
             found = _NAMED.findall(last) or [_TAG.match(last)[0].lower()]  # type: ignore[index]
