@@ -118,6 +118,7 @@ class Deployment:
         }
         (tmp / "metrics").mkdir(exist_ok=True)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.left_behind: set[int] = set()  # what stopped processes started, for stop_all
         self.port = free_port()
 
     def _spawn(self, name: str, args: list[str], **env: str) -> None:
@@ -209,9 +210,10 @@ class Deployment:
         if process is None:
             return
         # Its descendants are noted first: one that outlives its parent (a gunicorn worker whose
-        # master a test killed, say) is reparented to init, out of any later walk of the tree,
-        # and would run on after the test; so would anything left in the session it started.
-        descendants = process_tree(process.pid) - {process.pid}
+        # master a test killed, say) is reparented to init, out of any later walk of the tree; so
+        # is what stays in the session it started. Some may outlive it by design (a render process
+        # started on demand serves the other web processes), so they are killed by ``stop_all``.
+        self.left_behind |= process_tree(process.pid) - {process.pid}
         if process.poll() is None:
             # Signal the main process only: run_cluster and gunicorn stop their children in order.
             process.send_signal(sig)
@@ -219,8 +221,7 @@ class Deployment:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
                 kill_tree(process)
-        leftovers = {entry.pid for entry in live_processes() if entry.pid in descendants}
-        kill_pids(leftovers | {entry.pid for entry in session_processes(process.pid)})
+        self.left_behind |= {entry.pid for entry in session_processes(process.pid)}
 
     def kill(self, name: str) -> None:
         """SIGKILL the process and everything it started, whatever session it moved to."""
@@ -229,8 +230,11 @@ class Deployment:
             kill_tree(process)
 
     def stop_all(self) -> None:
+        """Stop every process, then kill whatever they left running."""
         for name in list(self.processes):
             self.stop(name)
+        kill_pids({entry.pid for entry in live_processes() if entry.pid in self.left_behind})
+        self.left_behind.clear()
 
     def log(self, name: str) -> str:
         path = self.tmp / f"{name}.log"
