@@ -127,7 +127,7 @@ def exported(model: GradientBoostingClassifier) -> dict[str, Any]:
     sums = [sum(stage[c].predict(probe)[0] for stage in model.estimators_) for c in range(len(classes))]
     raw = model.decision_function(probe)[0]
     base = [float(raw[c] - LEARNING_RATE * sums[c]) for c in range(len(classes))]
-    trees = [[_tree(stage[c]) for stage in model.estimators_] for c in range(len(classes))]
+    trees = [[exported_tree(stage[c]) for stage in model.estimators_] for c in range(len(classes))]
     return {
         "classes": classes,
         "features": list(FEATURES),
@@ -137,7 +137,8 @@ def exported(model: GradientBoostingClassifier) -> dict[str, Any]:
     }
 
 
-def _tree(regressor: object) -> dict[str, list[float]]:
+def exported_tree(regressor: object) -> dict[str, list[float]]:
+    """One fitted regression tree as the plain lists ``fetch.html.forest`` evaluates."""
     tree = regressor.tree_  # type: ignore[attr-defined]
     return {
         "feature": [int(x) for x in tree.feature],

@@ -44,7 +44,7 @@ from sklearn.model_selection import GroupKFold
 
 from bench import data
 from bench.quality import LabelledPage, score
-from bench.train import learning_pages
+from bench.train import exported_tree, learning_pages
 from fetch.documents.sniff import clean_text, decode_text
 from fetch.html import block_filter, forest, hidden, markdown
 from fetch.html import reader as _reader  # noqa: F401 — the child's parser set-up, as it reads
@@ -170,24 +170,13 @@ def exported(model: GradientBoostingClassifier) -> dict[str, object]:
     probe = np.zeros((1, len(block_filter.FEATURES)))
     total = sum(stage[0].predict(probe)[0] for stage in model.estimators_)
     base = float(model.decision_function(probe)[0] - LEARNING_RATE * total)
-    trees = [_tree(stage[0]) for stage in model.estimators_]
+    trees = [exported_tree(stage[0]) for stage in model.estimators_]
     return {
         "classes": ["other", "main"],
         "features": list(block_filter.FEATURES),
         "base": [0.0, base],
         "scale": LEARNING_RATE,
         "trees": [[], trees],
-    }
-
-
-def _tree(regressor: object) -> dict[str, list[float]]:
-    tree = regressor.tree_  # type: ignore[attr-defined]
-    return {
-        "feature": [int(x) for x in tree.feature],
-        "threshold": [float(x) for x in tree.threshold],
-        "left": [int(x) for x in tree.children_left],
-        "right": [int(x) for x in tree.children_right],
-        "value": [round(float(x), 6) for x in tree.value[:, 0, 0]],
     }
 
 

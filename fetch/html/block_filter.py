@@ -24,20 +24,10 @@ import lxml.html
 from lxml import etree
 
 from fetch.html import forest
+from fetch.html.block_text import BLOCK_TAGS, SKIPPED_TAGS
 
 _TOKEN = re.compile(r"\w+")
 _LINK = re.compile(r"!?\[([^\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*\)")
-_SKIPPED = frozenset(
-    {"script", "style", "noscript", "svg", "math", "head", "iframe", "object", "canvas", "select"}
-)
-_BLOCKS = frozenset(
-    {
-        "address", "article", "aside", "blockquote", "body", "dd", "details", "div", "dl", "dt",
-        "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-        "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table",
-        "tbody", "thead", "tfoot", "tr", "ul", "caption",
-    }
-)  # fmt: skip
 KINDS = ("article", "forum", "product", "documentation", "listing", "page")
 TAGS = ("p", "li", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "div", "td", "dd", "dt", "pre", "blockquote",
         "section", "article", "figcaption", "span", "a")  # fmt: skip
@@ -100,16 +90,16 @@ class PageBlocks:
         for event, element in walker:
             tag = element.tag if isinstance(element.tag, str) else ""
             if event == "start":
-                if tag in _SKIPPED:
+                if tag in SKIPPED_TAGS:
                     walker.skip_subtree()
                     continue
-                if tag in _BLOCKS or tag == "br":
+                if tag in BLOCK_TAGS or tag == "br":
                     flush()
-                if tag in _BLOCKS:
+                if tag in BLOCK_TAGS:
                     stack.append(element)
                 line.append(element.text or "")
                 continue
-            if tag in _BLOCKS:
+            if tag in BLOCK_TAGS:
                 flush()
                 if stack and stack[-1] is element:
                     stack.pop()

@@ -22,10 +22,10 @@ _SPACES = re.compile(r"\s+")
 _PREFIX_ONLY = re.compile(r"#{1,6}|-")
 # Elements whose text is never page content (a <template> is hidden text: fetch.html.hidden drops it
 # unless the caller keeps hidden text).
-_SKIPPED = frozenset(
+SKIPPED_TAGS = frozenset(
     {"script", "style", "noscript", "svg", "math", "head", "iframe", "object", "canvas", "select"}
 )
-_BLOCKS = frozenset(
+BLOCK_TAGS = frozenset(
     {
         "address", "article", "aside", "blockquote", "body", "dd", "details", "div", "dl", "dt",
         "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
@@ -37,9 +37,9 @@ _CELLS = ("td", "th")
 _FOLLOWABLE = ("http://", "https://")
 
 
-_SKIPPED_PATH = " | ".join(f"//body//{tag}" for tag in sorted(_SKIPPED - {"head"}))
+_SKIPPED_PATH = " | ".join(f"//body//{tag}" for tag in sorted(SKIPPED_TAGS - {"head"}))
 _SKIPPED_TOP = etree.XPath(
-    f"({_SKIPPED_PATH})[not({' or '.join(f'ancestor::{tag}' for tag in sorted(_SKIPPED - {'head'}))})]"
+    f"({_SKIPPED_PATH})[not({' or '.join(f'ancestor::{tag}' for tag in sorted(SKIPPED_TAGS - {'head'}))})]"
 )
 _CHARS = etree.XPath("string-length(normalize-space(.))")
 _BODY_CHARS = etree.XPath("string-length(normalize-space(//body))")
@@ -72,10 +72,10 @@ def whole_page_text(
     for event, element in walker:
         tag = element.tag if isinstance(element.tag, str) else ""
         if event == "start":
-            if tag in _SKIPPED:
+            if tag in SKIPPED_TAGS:
                 walker.skip_subtree()
                 continue
-            if tag in _BLOCKS or tag == "br":
+            if tag in BLOCK_TAGS or tag == "br":
                 flush()
             whole = _table(element, markdown) if tag == "table" else None
             if whole is None and markdown and tag == "pre":
@@ -93,7 +93,7 @@ def whole_page_text(
                 line.append("[")
             line.append(element.text or "")
             continue
-        if tag in _BLOCKS:
+        if tag in BLOCK_TAGS:
             flush()
         elif tag in _CELLS:
             line.append(" | ")
@@ -120,7 +120,9 @@ def _link_target(element: lxml.html.HtmlElement) -> str | None:
     href = (element.get("href") or "").strip()
     if not href.startswith(_FOLLOWABLE) or any(ch in href for ch in " ()\n"):
         return None
-    if not element.text_content().strip() or any(child.tag in _BLOCKS for child in element.iterdescendants()):
+    if not element.text_content().strip():
+        return None
+    if any(child.tag in BLOCK_TAGS for child in element.iterdescendants()):
         return None
     return href
 
