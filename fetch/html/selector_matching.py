@@ -1,8 +1,7 @@
 """CSS selectors matched against a parsed page, as a browser matches them: right to left, from
 the elements that have the rightmost part's id, class or tag (``stylesheets.py`` uses it).
 
-cssselect reads a selector and its specificity, but a plain one (tags, classes, ids and
-combinators: most of them), which is read here as cssselect reads it; each compound part (``div.note``,
+cssselect reads the selector and its specificity; each compound part (``div.note``,
 ``p[data-k="v"]:not(.x)``) becomes a test of one element (in Python for tags, ids and classes,
 else the XPath cssselect makes of it, run by lxml); the combinators are followed here. Each
 part's result for an element is kept, and a descendant combinator looks at each ancestor once
@@ -14,7 +13,6 @@ looked at); past them ``Matcher.select`` answers None.
 from __future__ import annotations
 
 import functools
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,18 +26,6 @@ from lxml import etree
 # 125,000 (docs/security.md, "Hidden text").
 MATCH_WORK = 200_000
 _TRANSLATOR = cssselect.HTMLTranslator()
-# A plain selector, as cssselect reads its tokens: compound parts of a tag (or ``*``), classes and
-# at most one id, joined by combinators; most selectors of real stylesheets are read this way,
-# without cssselect's parser. Any other (a pseudo-class, an attribute, an escape) goes to cssselect.
-_NON_ASCII = "\u0080-\ud7ff\ue000-\U0010ffff"
-_IDENT = rf"-?[_a-zA-Z{_NON_ASCII}][-_a-zA-Z0-9{_NON_ASCII}]*"
-_SPACES = " \t\r\n\f"
-_SPACE = f"[{_SPACES}]"
-_PLAIN_PART = re.compile(
-    rf"(?P<tag>{_IDENT}|\*)?(?P<names>(?:\.{_IDENT}|#[-_a-zA-Z0-9{_NON_ASCII}]+)*)"
-    rf"(?P<combinator>{_SPACE}*[>+~]{_SPACE}*|{_SPACE}+|$)"
-)
-_PLAIN_NAME = re.compile(rf"[.#][-_a-zA-Z0-9{_NON_ASCII}]+")
 
 ElementTest = Callable[[etree._Element], Any]
 Test = tuple[str | None, ElementTest]  # a compound part: the combinator to the part on its left, its test
@@ -57,10 +43,6 @@ def parse_selectors(text: str) -> Iterator[Selector]:
     """Each selector of a rule's prelude as its compound parts, right to left, each a test of one
     element, with its rightmost part's key and its specificity; none for a pseudo-element
     (``::before`` hides only itself) or what cssselect cannot read."""
-    plain = _plain_selectors(text)
-    if plain is not None:
-        yield from plain
-        return
     try:
         parsed = cssselect.parse(text)
     except cssselect.SelectorError:
@@ -80,41 +62,6 @@ def parse_selectors(text: str) -> Iterator[Selector]:
             continue  # ValueError: a selector inside :has() or :is(), not matched
         needs = frozenset(need for _, test in tests if isinstance(test, _Simple) for need in test.needs())
         yield Selector(tests, _key(parts[0][1]), needs, selector.specificity())
-
-
-def _plain_selectors(text: str) -> list[Selector] | None:
-    """The selectors of ``text`` as ``parse_selectors`` reads them, when every one is plain
-    (``_PLAIN_PART``); else None, and cssselect reads them."""
-    selectors = []
-    for selector in text.split(","):
-        parts: list[tuple[str | None, _Simple]] = []  # left to right
-        key: tuple[str, str] = ("*", "")
-        specificity = (0, 0, 0)
-        at, combinator = len(selector) - len(selector.lstrip(_SPACES)), None
-        while at < len(selector):
-            found = _PLAIN_PART.match(selector, at)
-            if found is None or not (found["tag"] or found["names"]):
-                return None
-            names = _PLAIN_NAME.findall(found["names"])
-            ids = [name[1:] for name in names if name[0] == "#"]
-            classes = [name[1:] for name in names if name[0] == "."]
-            if len(ids) > 1:
-                return None  # a test by XPath (``_test``)
-            tag = found["tag"].lower() if found["tag"] not in (None, "*") else None
-            test = _Simple(tag, ids[0] if ids else None, frozenset(classes))
-            parts.append((combinator, test))
-            key = ("id", ids[0]) if ids else ("class", classes[0]) if classes else ("tag", tag or "")
-            key = key if key[1] else ("*", "")
-            a, b, c = specificity
-            specificity = (a + len(ids), b + len(classes), c + bool(tag))
-            combinator = found["combinator"].strip(_SPACES) or " "
-            at = found.end()
-        if not parts or combinator != " ":
-            return None  # nothing, or a combinator with nothing on its right
-        tests = tuple(reversed(parts))  # right to left, each with the combinator on its left
-        needs = frozenset(need for _, test in tests for need in test.needs())
-        selectors.append(Selector(tests, key, needs, specificity))
-    return selectors
 
 
 def _test(compound: Any) -> ElementTest:
